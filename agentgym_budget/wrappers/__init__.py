@@ -1,0 +1,22 @@
+"""Wrappers for any Gymnasium env: the turn budget and the process reward."""
+
+from agentgym_budget.wrappers.budget import DEFAULT_BUDGET_TEMPLATE, TurnBudget
+from agentgym_budget.wrappers.budget_spec import (
+    BudgetSchedule,
+    CurriculumBudget,
+    FixedBudget,
+    MixBudget,
+    UniformBudget,
+    parse_budget_spec,
+)
+
+__all__ = [
+    "DEFAULT_BUDGET_TEMPLATE",
+    "BudgetSchedule",
+    "CurriculumBudget",
+    "FixedBudget",
+    "MixBudget",
+    "TurnBudget",
+    "UniformBudget",
+    "parse_budget_spec",
+]

@@ -1,0 +1,295 @@
+"""Turn-budget schedules and the budget-spec grammar.
+
+A *budget schedule* decides how many turns an episode may take.  Three kinds exist:
+
+* :class:`FixedBudget` — always ``T`` turns;
+* :class:`MixBudget` / :class:`UniformBudget` — BudgetMix: a budget drawn at random per
+  episode, from a set (optionally weighted) or from a uniform integer range;
+* :class:`CurriculumBudget` — a budget that follows a schedule of ``(progress, budget)``
+  points, progress counted in episodes or env steps, with step or linear interpolation.
+
+Budget-spec strings (what ``budget=`` accepts besides an ``int`` or a schedule object)::
+
+    "30" | "fixed:30"                 a fixed budget of 30 turns
+    "mix"                             BudgetMix over the default set (10, 20, 30, 40, 50)
+                                      (or over ``budgets=`` / ``low=``..``high=`` when given)
+    "mix:10,20,30,50"                 BudgetMix over that set, equal weights
+    "uniform:5-50"                    BudgetMix, uniform over the integers 5..50
+    "curriculum:50->10@20000"         linear from 50 turns at progress 0 to 10 at progress 20000
+    "curriculum:50->10@20000steps"    same, progress counted in env steps (default: episodes)
+    "curriculum:10->30@300episodes:step"  piecewise-constant (step) interpolation
+
+Example:
+    >>> import numpy as np
+    >>> parse_budget_spec("mix:10,20,30")
+    MixBudget(budgets=(10, 20, 30), weights=None)
+    >>> parse_budget_spec("curriculum:50->10@100").value_at(50)
+    30
+    >>> parse_budget_spec("uniform:5-50").sample(np.random.default_rng(0), progress=0) in range(5, 51)
+    True
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, Union, runtime_checkable
+
+import numpy as np
+
+__all__ = [
+    "ACCEPTED_FORMS",
+    "DEFAULT_MIX_BUDGETS",
+    "BudgetSchedule",
+    "CurriculumBudget",
+    "FixedBudget",
+    "MixBudget",
+    "UniformBudget",
+    "BudgetSpec",
+    "parse_budget_spec",
+]
+
+#: The budgets ``"mix"`` draws from when no set or range is given.
+DEFAULT_MIX_BUDGETS: tuple[int, ...] = (10, 20, 30, 40, 50)
+
+ACCEPTED_FORMS = (
+    "an int T >= 1, 'T', 'fixed:T', 'mix', 'mix:T1,T2,...', 'uniform:LOW-HIGH', "
+    "'curriculum:START->END@N' (optionally 'N' followed by 'episodes' or 'steps', and ':linear' or ':step'), "
+    "or a BudgetSchedule object"
+)
+
+ProgressUnit = Literal["episodes", "steps"]
+Interpolation = Literal["linear", "step"]
+
+
+@runtime_checkable
+class BudgetSchedule(Protocol):
+    """What :class:`~agentgym_budget.wrappers.TurnBudget` needs from a budget schedule."""
+
+    def sample(self, rng: np.random.Generator, progress: float) -> int:
+        """The budget of the next episode."""
+
+    @property
+    def max_budget(self) -> int:
+        """The largest budget the schedule can return."""
+
+
+def _check_budget(value: object, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{where}: a budget must be an int >= 1, got {value!r}. Accepted forms: {ACCEPTED_FORMS}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class FixedBudget:
+    """Every episode gets ``budget`` turns."""
+
+    budget: int
+
+    def __post_init__(self) -> None:
+        _check_budget(self.budget, "fixed budget")
+
+    def sample(self, rng: np.random.Generator, progress: float) -> int:
+        return self.budget
+
+    @property
+    def max_budget(self) -> int:
+        return self.budget
+
+
+@dataclass(frozen=True)
+class MixBudget:
+    """BudgetMix over a set: each episode's budget is drawn from ``budgets`` (with ``weights``)."""
+
+    budgets: tuple[int, ...]
+    weights: tuple[float, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if len(self.budgets) == 0:
+            raise ValueError(f"mix budget: the set of budgets is empty. Accepted forms: {ACCEPTED_FORMS}")
+        object.__setattr__(self, "budgets", tuple(_check_budget(b, "mix budget") for b in self.budgets))
+        if self.weights is not None:
+            weights = tuple(float(w) for w in self.weights)
+            if len(weights) != len(self.budgets):
+                raise ValueError(f"mix budget: {len(weights)} weights for {len(self.budgets)} budgets")
+            if any(not np.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
+                raise ValueError(f"mix budget: weights must be finite, >= 0 and not all 0, got {weights}")
+            object.__setattr__(self, "weights", weights)
+
+    def sample(self, rng: np.random.Generator, progress: float) -> int:
+        if self.weights is None:
+            return self.budgets[int(rng.integers(len(self.budgets)))]
+        p = np.asarray(self.weights) / sum(self.weights)
+        return self.budgets[int(rng.choice(len(self.budgets), p=p))]
+
+    @property
+    def max_budget(self) -> int:
+        return max(b for b, w in zip(self.budgets, self.weights or [1] * len(self.budgets)) if w > 0)
+
+
+@dataclass(frozen=True)
+class UniformBudget:
+    """BudgetMix over a range: each episode's budget is uniform over ``low..high`` (inclusive)."""
+
+    low: int
+    high: int
+
+    def __post_init__(self) -> None:
+        _check_budget(self.low, "uniform budget low")
+        _check_budget(self.high, "uniform budget high")
+        if self.low > self.high:
+            raise ValueError(f"uniform budget: low={self.low} > high={self.high}. Accepted forms: {ACCEPTED_FORMS}")
+
+    def sample(self, rng: np.random.Generator, progress: float) -> int:
+        return int(rng.integers(self.low, self.high + 1))
+
+    @property
+    def max_budget(self) -> int:
+        return self.high
+
+
+@dataclass(frozen=True)
+class CurriculumBudget:
+    """A budget that follows ``schedule`` — ``(progress, budget)`` points — as training goes on.
+
+    Before the first point the first budget holds, after the last point the last one.
+    ``interpolation="linear"`` rounds the interpolated budget to the nearest int;
+    ``"step"`` keeps each point's budget until the next point (AgentGym-RL's ScalingInter).
+    """
+
+    schedule: tuple[tuple[float, int], ...]
+    unit: ProgressUnit = "episodes"
+    interpolation: Interpolation = "linear"
+
+    def __post_init__(self) -> None:
+        if len(self.schedule) == 0:
+            raise ValueError(f"curriculum budget: empty schedule. Accepted forms: {ACCEPTED_FORMS}")
+        points = []
+        for point in self.schedule:
+            if len(point) != 2:
+                raise ValueError(f"curriculum budget: schedule points are (progress, budget) pairs, got {point!r}")
+            progress, budget = point
+            if not np.isfinite(progress) or progress < 0:
+                raise ValueError(f"curriculum budget: progress must be finite and >= 0, got {progress!r}")
+            points.append((float(progress), _check_budget(budget, "curriculum budget")))
+        if any(b[0] < a[0] for a, b in zip(points, points[1:])):
+            raise ValueError(f"curriculum budget: progress values must not decrease, got {[p for p, _ in points]}")
+        if self.unit not in ("episodes", "steps"):
+            raise ValueError(f"curriculum budget: unit must be 'episodes' or 'steps', got {self.unit!r}")
+        if self.interpolation not in ("linear", "step"):
+            raise ValueError(f"curriculum budget: interpolation must be 'linear' or 'step', got {self.interpolation!r}")
+        object.__setattr__(self, "schedule", tuple(points))
+
+    def value_at(self, progress: float) -> int:
+        """The budget at ``progress`` (episodes or env steps, per :attr:`unit`)."""
+        xs = [p for p, _ in self.schedule]
+        ys = [b for _, b in self.schedule]
+        if self.interpolation == "step":
+            index = int(np.searchsorted(xs, progress, side="right")) - 1
+            return ys[max(index, 0)]
+        return int(round(float(np.interp(progress, xs, ys))))
+
+    def sample(self, rng: np.random.Generator, progress: float) -> int:
+        return self.value_at(progress)
+
+    @property
+    def max_budget(self) -> int:
+        return max(b for _, b in self.schedule)
+
+
+BudgetSpec = Union[int, str, BudgetSchedule]
+
+_INT = r"\s*(\d+)\s*"
+_CURRICULUM = re.compile(
+    rf"^{_INT}->{_INT}@\s*(\d+(?:\.\d+)?)\s*(episodes?|steps?)?\s*(?::\s*(linear|step)\s*)?$"
+)
+
+
+def _bad(spec: str, part: str) -> ValueError:
+    return ValueError(f"malformed budget spec {spec!r}: bad part {part!r}. Accepted forms: {ACCEPTED_FORMS}")
+
+
+def _parse_int(text: str, spec: str) -> int:
+    if not re.fullmatch(_INT, text):
+        raise _bad(spec, text)
+    return _check_budget(int(text), f"budget spec {spec!r}")
+
+
+def parse_budget_spec(
+    spec: BudgetSpec,
+    *,
+    budgets: Sequence[int] | None = None,
+    weights: Sequence[float] | None = None,
+    low: int | None = None,
+    high: int | None = None,
+    schedule: Sequence[tuple[float, int]] | None = None,
+    progress_unit: ProgressUnit = "episodes",
+    interpolation: Interpolation = "linear",
+) -> BudgetSchedule:
+    """Turn ``spec`` (plus the keyword options of its mode) into a :class:`BudgetSchedule`.
+
+    Raises ``ValueError`` naming the bad part and the accepted forms when ``spec`` or an
+    option is malformed, or when options are given that the mode does not use.
+    """
+    if isinstance(spec, BudgetSchedule) and not isinstance(spec, (str, int)):
+        return spec
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
+        mode, arg = "fixed", str(spec)
+    elif isinstance(spec, str):
+        mode, _, arg = spec.strip().partition(":")
+        mode = mode.strip().lower()
+        if mode.isdigit() and not arg:
+            mode, arg = "fixed", mode
+    else:
+        raise ValueError(f"budget must be an int, a str or a BudgetSchedule, got {type(spec).__name__} {spec!r}. "
+                         f"Accepted forms: {ACCEPTED_FORMS}")
+    text = str(spec)
+    options = {"budgets": budgets, "weights": weights, "low": low, "high": high, "schedule": schedule}
+    used = {"fixed": set(), "mix": {"budgets", "weights", "low", "high"}, "uniform": set(),
+            "curriculum": {"schedule"}}
+    if mode not in used:
+        raise _bad(text, mode)
+    unused = sorted(k for k, v in options.items() if v is not None and k not in used[mode])
+    if unused:
+        raise ValueError(f"budget spec {text!r} does not use the option(s) {unused}. Accepted forms: {ACCEPTED_FORMS}")
+
+    if mode == "fixed":
+        return FixedBudget(_parse_int(arg, text))
+    if mode == "uniform":
+        low_text, dash, high_text = arg.partition("-")
+        if not dash:
+            raise _bad(text, arg)
+        return UniformBudget(_parse_int(low_text, text), _parse_int(high_text, text))
+    if mode == "mix":
+        return _parse_mix(text, arg, budgets, weights, low, high)
+    return _parse_curriculum(text, arg, schedule, progress_unit, interpolation)
+
+
+def _parse_mix(text: str, arg: str, budgets, weights, low, high) -> BudgetSchedule:
+    given_set, given_range = budgets is not None, low is not None or high is not None
+    if sum([bool(arg.strip()), given_set, given_range]) > 1:
+        raise ValueError(f"budget spec {text!r}: give the mix set in the string, or budgets=, or low=/high=, not several")
+    if given_range:
+        if low is None or high is None:
+            raise ValueError(f"budget spec {text!r}: a uniform mix needs both low= and high=")
+        if weights is not None:
+            raise ValueError(f"budget spec {text!r}: weights= applies to a budget set, not to low=/high=")
+        return UniformBudget(low, high)
+    if arg.strip():
+        return MixBudget(tuple(_parse_int(part, text) for part in arg.split(",")), weights)
+    return MixBudget(tuple(budgets) if given_set else DEFAULT_MIX_BUDGETS, weights)
+
+
+def _parse_curriculum(text: str, arg: str, schedule, progress_unit, interpolation) -> BudgetSchedule:
+    if arg.strip() and schedule is not None:
+        raise ValueError(f"budget spec {text!r}: give the schedule in the string or as schedule=, not both")
+    if schedule is not None:
+        return CurriculumBudget(tuple(tuple(p) for p in schedule), progress_unit, interpolation)
+    match = _CURRICULUM.match(arg)
+    if not match:
+        raise _bad(text, arg or "(no schedule)")
+    start, end, horizon, unit, interp = match.groups()
+    unit = "steps" if unit and unit.startswith("step") else ("episodes" if unit else progress_unit)
+    points = ((0.0, _check_budget(int(start), text)), (float(horizon), _check_budget(int(end), text)))
+    return CurriculumBudget(points, unit, interp or interpolation)
