@@ -1,0 +1,257 @@
+"""ALFWorld games: one task instance (a PDDL problem plus its goal) and the loaders.
+
+A game is what upstream ALFWorld stores as ``json_2.1.1/<split>/<task>/trial_*/game.tw-pddl``
+(+ ``traj_data.json``).  :class:`AlfredGame` keeps only what differs between games (the PDDL
+problem, the goal sentence and the task parameters); the PDDL domain and the text grammar
+are the same for every game and are bundled once in ``data/`` (copied from the alfworld
+0.4.2 wheel, MIT licence, see ``data/LICENSE-alfworld.txt``).
+
+Example:
+    >>> from agentgym_budget.envs.alfworld.game import load_games
+    >>> games = load_games("valid_seen", task_types=["pick_and_place_simple"])
+    >>> games[0].task_type
+    'pick_and_place_simple'
+    >>> sorted(games[0].to_tw_pddl())
+    ['grammar', 'pddl_domain', 'pddl_problem', 'solvable', 'walkthrough']
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "SPLITS",
+    "TASK_TYPES",
+    "AlfredGame",
+    "bundled_manifest",
+    "domain_text",
+    "grammar_text",
+    "load_games",
+    "load_upstream_games",
+    "resolve_task_types",
+]
+
+#: ALFWorld's task types by their upstream ids (``alfred_tw_env.TASK_TYPES``).
+TASK_TYPES: dict[int, str] = {
+    1: "pick_and_place_simple",
+    2: "look_at_obj_in_light",
+    3: "pick_clean_then_place_in_recep",
+    4: "pick_heat_then_place_in_recep",
+    5: "pick_cool_then_place_in_recep",
+    6: "pick_two_obj_and_place",
+}
+#: Splits, named as in upstream ``json_2.1.1`` (train / in-distribution / out-of-distribution).
+SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
+#: Environment variable pointing at an upstream ``json_2.1.1`` folder (used when set).
+DATA_DIR_ENV = "ALFWORLD_DATA"
+_GOAL_PLACEHOLDER = "UNKNOWN GOAL"
+_DATA_PACKAGE = "agentgym_budget.envs.alfworld"
+
+
+@dataclass(frozen=True)
+class AlfredGame:
+    """One ALFWorld task instance.
+
+    Attributes:
+        id: unique name within its split (upstream: ``<task dir>/<trial dir>``).
+        split: ``"train"``, ``"valid_seen"`` or ``"valid_unseen"``.
+        task_type: one of :data:`TASK_TYPES` values.
+        goal: the task sentence without the final period, e.g. ``"put a clean apple in fridge"``.
+        pddl_problem: the PDDL problem text (upstream ``initial_state.pddl`` with the goal).
+        object_target / parent_target / toggle_target: ALFRED ``pddl_params`` as the handcoded
+            expert uses them (lower-case class names, e.g. ``"apple"``, ``"fridge"``,
+            ``"desklamp"``; ``""`` when unused).
+        walkthrough: a winning command sequence when known (the expert's), else ``None``.
+    """
+
+    id: str
+    split: str
+    task_type: str
+    goal: str
+    pddl_problem: str
+    object_target: str
+    parent_target: str
+    toggle_target: str = ""
+    walkthrough: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.task_type not in TASK_TYPES.values():
+            raise ValueError(f"unknown ALFWorld task_type {self.task_type!r}; expected one of {list(TASK_TYPES.values())}")
+
+    @property
+    def task_params(self) -> dict[str, str]:
+        """The expert's task parameters (``HandCodedAgent.reset``'s ``task_params``)."""
+        return {
+            "task_type": self.task_type,
+            "object_target": self.object_target,
+            "parent_target": self.parent_target,
+            "toggle_target": self.toggle_target,
+        }
+
+    def to_tw_pddl(self) -> dict[str, Any]:
+        """The upstream ``game.tw-pddl`` dict that TextWorld's ``PddlEnv.load`` reads."""
+        return {
+            "pddl_domain": domain_text(),
+            "grammar": grammar_text(self.goal),
+            "pddl_problem": self.pddl_problem,
+            "solvable": True,
+            "walkthrough": list(self.walkthrough) if self.walkthrough is not None else None,
+        }
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-able dict (one line of a bundled split file)."""
+        record = asdict(self)
+        record["walkthrough"] = list(self.walkthrough) if self.walkthrough is not None else None
+        return record
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> AlfredGame:
+        walkthrough = record.get("walkthrough")
+        return cls(**{**record, "walkthrough": tuple(walkthrough) if walkthrough is not None else None})
+
+
+# -- bundled domain and grammar -----------------------------------------------------------
+def _data_file(*parts: str) -> Any:
+    return resources.files(_DATA_PACKAGE).joinpath("data", *parts)
+
+
+@functools.cache
+def domain_text() -> str:
+    """The ALFWorld PDDL domain (``alfred.pddl`` of the alfworld 0.4.2 wheel)."""
+    return _data_file("alfred.pddl").read_text(encoding="utf-8")
+
+
+@functools.cache
+def _grammar_template() -> str:
+    return _data_file("alfred.twl2").read_text(encoding="utf-8")
+
+
+def grammar_text(goal: str) -> str:
+    """The text grammar (``alfred.twl2``) with its ``UNKNOWN GOAL`` replaced by ``goal``."""
+    return _grammar_template().replace(_GOAL_PLACEHOLDER, goal)
+
+
+# -- loaders -------------------------------------------------------------------------------
+def resolve_task_types(task_types: Iterable[int | str] | None) -> tuple[str, ...]:
+    """Task-type names from names or upstream ids (1..6); ``None`` means all six."""
+    if task_types is None:
+        return tuple(TASK_TYPES.values())
+    if isinstance(task_types, (str, int)):
+        task_types = [task_types]
+    names = []
+    for task_type in task_types:
+        if isinstance(task_type, int) and not isinstance(task_type, bool) and task_type in TASK_TYPES:
+            names.append(TASK_TYPES[task_type])
+        elif isinstance(task_type, str) and task_type in TASK_TYPES.values():
+            names.append(task_type)
+        else:
+            raise ValueError(
+                f"unknown ALFWorld task type {task_type!r}; use ids 1..6 or names {list(TASK_TYPES.values())}"
+            )
+    if not names:
+        raise ValueError("task_types is empty; pass None for all six task types")
+    return tuple(dict.fromkeys(names))
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"unknown ALFWorld split {split!r}; expected one of {list(SPLITS)}")
+
+
+@functools.cache
+def _bundled_split(split: str) -> tuple[AlfredGame, ...]:
+    path = _data_file("games", f"{split}.jsonl.gz")
+    with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
+        return tuple(AlfredGame.from_record({**json.loads(line), "split": split}) for line in lines if line.strip())
+
+
+def bundled_manifest() -> dict[str, Any]:
+    """The bundled games' manifest (version, generator seed, counts, solvability checks)."""
+    return json.loads(_data_file("games", "manifest.json").read_text(encoding="utf-8"))
+
+
+def load_games(
+    split: str = "train",
+    task_types: Iterable[int | str] | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+) -> list[AlfredGame]:
+    """The games of ``split``, filtered to ``task_types`` (names or ids 1..6; ``None`` = all).
+
+    Without ``data_dir`` (and without the ``ALFWORLD_DATA`` environment variable) the games
+    come from the bundled generated splits.  With it, they are read from an upstream
+    ``json_2.1.1`` folder (see :func:`load_upstream_games`).
+    """
+    _check_split(split)
+    names = resolve_task_types(task_types)
+    data_dir = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV) or None
+    if data_dir is not None:
+        return load_upstream_games(Path(data_dir) / split, split=split, task_types=names)
+    return [game for game in _bundled_split(split) if game.task_type in names]
+
+
+def load_upstream_games(
+    split_dir: str | os.PathLike[str], split: str, task_types: Sequence[str] | None = None
+) -> list[AlfredGame]:
+    """Games from an upstream split folder (``json_2.1.1/<split>``), filtered like ALFWorld.
+
+    Keeps the games ``AlfredTWEnv.collect_game_files`` keeps: a ``traj_data.json`` whose
+    ``task_type`` is wanted, a ``game.tw-pddl`` marked ``solvable``, and no ``movable`` or
+    ``Sliced`` in the path.  Games come in sorted path order (upstream uses ``os.walk``
+    order, which depends on the file system).
+    """
+    split_dir = Path(split_dir)
+    if not split_dir.is_dir():
+        raise FileNotFoundError(
+            f"ALFWorld split folder {str(split_dir)!r} does not exist; data_dir / ${DATA_DIR_ENV} must be "
+            f"an upstream json_2.1.1 folder holding {list(SPLITS)}"
+        )
+    wanted = set(resolve_task_types(task_types))
+    games = []
+    for traj_path in sorted(split_dir.rglob("traj_data.json")):
+        trial_dir = traj_path.parent
+        if "movable" in str(trial_dir) or "Sliced" in str(trial_dir):
+            continue
+        game_path = trial_dir / "game.tw-pddl"
+        if not game_path.is_file():
+            continue
+        traj = json.loads(traj_path.read_text(encoding="utf-8"))
+        if traj["task_type"] not in wanted:
+            continue
+        gamedata = json.loads(game_path.read_text(encoding="utf-8"))
+        if not gamedata.get("solvable"):
+            continue
+        games.append(_game_from_upstream(trial_dir.relative_to(split_dir).as_posix(), split, traj, gamedata))
+    return games
+
+
+def _game_from_upstream(game_id: str, split: str, traj: dict[str, Any], gamedata: dict[str, Any]) -> AlfredGame:
+    params = traj.get("pddl_params", {})
+    walkthrough = gamedata.get("walkthrough")
+    return AlfredGame(
+        id=game_id,
+        split=split,
+        task_type=traj["task_type"],
+        goal=_goal_from_grammar(gamedata["grammar"]),
+        pddl_problem=gamedata["pddl_problem"],
+        object_target=str(params.get("object_target") or "").lower(),
+        parent_target=str(params.get("parent_target") or "").lower(),
+        toggle_target=str(params.get("toggle_target") or "").lower(),
+        walkthrough=tuple(walkthrough) if walkthrough else None,
+    )
+
+
+def _goal_from_grammar(grammar: str) -> str:
+    """The goal sentence upstream baked into a game's grammar (``Your task is to: <goal>.``)."""
+    marker = "Your task is to: "
+    start = grammar.index(marker) + len(marker)
+    end = grammar.index('"', start)
+    return grammar[start:end].rstrip(".").replace('\\"', '"')
