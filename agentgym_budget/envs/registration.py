@@ -62,6 +62,14 @@ FAMILIES: tuple[EnvFamily, ...] = (
         description="ALFWorld household tasks (6 task types), bundled generated games; "
         "engine='fast' (pure Python) or 'textworld' (the real engine, extra 'alfworld')",
     ),
+    EnvFamily(
+        name="KeyDoor",
+        entry_point="agentgym_budget.envs.toy.key_door:KeyDoorEnv",
+        description="toy: take the key, open the door of the task's colour (3 commands, 2-turn expert); "
+        "for tests and learning checks",
+        max_episode_steps=8,
+        default_budget="fixed:4",
+    ),
 )
 
 

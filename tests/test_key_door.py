@@ -1,0 +1,78 @@
+"""KeyDoor: the toy env of the trainer's learning check."""
+
+from fractions import Fraction
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+
+import agentgym_budget  # noqa: F401  (registers the ids)
+from agentgym_budget.envs.toy.key_door import TASK_IDS
+
+
+def test_env_checker_passes():
+    check_env(gym.make("KeyDoor-v0").unwrapped, skip_render_check=True)
+
+
+@pytest.mark.parametrize("task", TASK_IDS)
+def test_expert_plan_wins_in_two_turns(task):
+    env = gym.make("KeyDoor-v0")
+    _, info = env.reset(seed=1, options={"task": task})
+    for turn, command in enumerate(info["expert_plan"], start=1):
+        _, reward, terminated, truncated, info = env.step(command)
+    assert (turn, reward, terminated, truncated, info["won"]) == (2, 1.0, True, False, True)
+
+
+def test_wrong_door_with_key_loses_and_locked_door_does_not():
+    env = gym.make("KeyDoor-v0")
+    env.reset(seed=0, options={"task": "red-blue"})
+    obs, _, terminated, _, _ = env.step("open blue door")
+    assert (obs, terminated) == ("The blue door is locked.", False)
+    env.step("take key")
+    obs, reward, terminated, _, info = env.step("open  Blue door")
+    assert (reward, terminated, info["won"], info["lost"]) == (0.0, True, False, True)
+
+
+def test_invalid_action_is_an_in_game_outcome():
+    env = gym.make("KeyDoor-v0")
+    env.reset(seed=0)
+    obs, reward, terminated, truncated, info = env.step("dance wildly")
+    assert (obs, reward, terminated, info["turn"]) == ("Nothing happens.", 0.0, False, 1)
+
+
+def test_same_seed_same_episode_and_tasks_cover_all_ids():
+    env = gym.make("KeyDoor-v0")
+    assert env.reset(seed=3) == env.reset(seed=3)
+    seen = {env.reset(seed=s)[1]["task_id"] for s in range(200)}
+    assert seen == set(TASK_IDS)
+
+
+def test_unknown_task_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown KeyDoor task"):
+        gym.make("KeyDoor-v0").reset(options={"task": "purple-red"})
+
+
+def _random_policy_win_rate(budget: int) -> Fraction:
+    no_key, key, won = Fraction(1), Fraction(0), Fraction(0)
+    for _ in range(budget):
+        no_key, key, won = no_key * Fraction(2, 3), no_key / 3 + key / 3, won + key / 3
+    return won
+
+
+def test_random_policy_win_rate_matches_the_documented_chance_level():
+    """The learning check's 'untrained' baseline: a uniform policy over the 3 commands."""
+    assert float(_random_policy_win_rate(2)) == pytest.approx(1 / 9)
+    assert round(float(_random_policy_win_rate(4)), 3) == 0.309
+    env = gym.make("KeyDoor-Budget-v0", budget=4)
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    wins = 0
+    for seed in range(3000):
+        _, info = env.reset(seed=seed)
+        done = False
+        while not done:
+            _, _, terminated, truncated, info = env.step(str(rng.choice(info["admissible_commands"])))
+            done = terminated or truncated
+        wins += info["won"]
+    assert wins / 3000 == pytest.approx(0.309, abs=0.03)
