@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import string
 import unicodedata
-from abc import abstractmethod
+from abc import ABC, abstractmethod
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
@@ -85,7 +85,7 @@ def to_charset(text: str, max_length: int = MAX_OBSERVATION_LENGTH) -> str:
     return text
 
 
-class TextEnv(gym.Env[str, str]):
+class TextEnv(gym.Env[str, str], ABC):
     """Base class of every text environment in agentgym_budget (see the module docstring).
 
     Subclasses implement :meth:`_reset_game` and :meth:`_step_game` and may override
