@@ -9,6 +9,7 @@ from agentgym_budget.wrappers.budget_spec import (
     UniformBudget,
     parse_budget_spec,
 )
+from agentgym_budget.wrappers.process_reward import ProcessReward, ProcessSignal, register_subgoal_detector
 
 __all__ = [
     "DEFAULT_BUDGET_TEMPLATE",
@@ -16,7 +17,10 @@ __all__ = [
     "CurriculumBudget",
     "FixedBudget",
     "MixBudget",
+    "ProcessReward",
+    "ProcessSignal",
     "TurnBudget",
     "UniformBudget",
     "parse_budget_spec",
+    "register_subgoal_detector",
 ]

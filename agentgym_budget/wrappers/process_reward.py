@@ -1,0 +1,359 @@
+"""The :class:`ProcessReward` wrapper: a dense per-turn signal on top of the sparse success reward.
+
+Text environments reward only success (``1.0`` on the winning turn).  ``ProcessReward`` adds
+a dense *process* signal, and reports the two parts separately so a trainer can mix them:
+
+* ``info["outcome_reward"]``: the wrapped env's own reward;
+* ``info["process_reward"]``: what this wrapper added (``coef`` times the shaping term);
+* the returned reward is their sum.
+
+Every signal is a **potential** ``Φ`` over the episode so far (the history is the Markov
+state of a text env).  The built-in signals:
+
+================== ====================================================================
+``expert_progress`` ``Φ = -len(info["expert_plan"])``: the shaping term is the decrease of
+                    the expert's remaining plan length (needs a backend with an expert).
+``subgoal``         ``Φ = number of distinct subgoals reached``: from ``info["subgoals"]``
+                    when the backend reports it, else from a subgoal detector registered for
+                    the backend (:func:`register_subgoal_detector`; ``"ALFWorld"`` ships).
+``invalid_penalty`` ``Φ = -number of invalid actions``: an action that was not among the
+                    previous turn's ``admissible_commands`` or that got
+                    ``"Nothing happens."``.
+callable ``f``      ``f(prev_obs, action, obs, info) -> float`` per turn (e.g. a learned
+                    process reward model); ``Φ`` is the running sum of ``f``.
+================== ====================================================================
+
+Two forms:
+
+* ``potential_based=True`` (default) — Ng, Harada & Russell (1999):
+  ``F = gamma * Φ(s') - Φ(s)``, with ``Φ := 0`` once the episode has ended
+  (``end_potential="terminated"``: at ``terminated`` only, for trainers that bootstrap
+  through truncation; ``"done"``: also at ``truncated``, for trainers that treat the budget as
+  part of the state and do not bootstrap).  The shaping terms of an episode then sum to
+  ``gamma^T Φ(s_T) - Φ(s_0)`` — a constant ``-Φ(s_0)`` when the episode ended — so the optimal
+  policy is unchanged.  Use the ``gamma`` of your trainer (``1.0`` for undiscounted GRPO-style
+  LLM RL).  With the zero end potential, a signal that only ever grows (``subgoal``) pays
+  its bonus during the episode and takes it back on the last turn: shaping changes *when*
+  credit arrives, not how much.
+* ``potential_based=False`` — the raw signal ``Φ(s') - Φ(s)`` each turn (plan-length
+  decrease, +1 per new subgoal, -1 per invalid action, ``f``): denser, but it can change the
+  optimal policy (e.g. the agent may prefer collecting subgoals to finishing).
+
+Order with :class:`~agentgym_budget.wrappers.TurnBudget`: both orders give the same rewards
+for ``end_potential="terminated"``.  We recommend ``ProcessReward(TurnBudget(env))`` — the
+process reward outermost — because only then does ``ProcessReward`` see the budget's
+``truncated`` (needed for ``end_potential="done"``) and ``info["turns_left"]`` (for a
+callable signal that uses it).  Stacking several ``ProcessReward`` wrappers adds their
+process rewards; ``info["outcome_reward"]`` stays the env's own reward.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import agentgym_budget
+    >>> from agentgym_budget.wrappers import ProcessReward, TurnBudget
+    >>> env = ProcessReward(TurnBudget(gym.make("KeyDoor-v0"), budget=4), signal="expert_progress")
+    >>> obs, info = env.reset(seed=0, options={"task": "red-blue"})
+    >>> info["potential"]
+    -2.0
+    >>> obs, reward, terminated, truncated, info = env.step("take key")
+    >>> reward, info["outcome_reward"], info["process_reward"]
+    (1.0, 0.0, 1.0)
+    >>> obs, reward, terminated, truncated, info = env.step("open red door")
+    >>> reward, info["outcome_reward"], info["process_reward"], terminated
+    (2.0, 1.0, 1.0, True)
+
+Change log:
+    * v0.1.0 - Initially added.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any, Literal, Protocol, SupportsFloat, runtime_checkable
+
+import gymnasium as gym
+import numpy as np
+
+from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK
+
+__all__ = [
+    "SIGNALS",
+    "SUBGOAL_DETECTORS",
+    "ExpertProgress",
+    "InvalidActionPenalty",
+    "ProcessReward",
+    "ProcessSignal",
+    "StepRewardSum",
+    "SubgoalsReached",
+    "alfworld_subgoals",
+    "make_signal",
+    "register_subgoal_detector",
+]
+
+EndPotential = Literal["terminated", "done"]
+StepRewardFn = Callable[[Any, Any, Any, dict[str, Any]], float]
+SubgoalDetector = Callable[[str, str, dict[str, Any]], Iterable[str]]
+
+
+@runtime_checkable
+class ProcessSignal(Protocol):
+    """A potential over the episode so far: ``reset`` gives ``Φ(s_0)``, ``step`` gives ``Φ(s_t+1)``."""
+
+    def reset(self, obs: Any, info: dict[str, Any]) -> float: ...
+
+    def step(self, prev_obs: Any, action: Any, obs: Any, info: dict[str, Any]) -> float: ...
+
+
+class ExpertProgress:
+    """``Φ = -len(info["expert_plan"])``: progress is the expert's remaining plan getting shorter."""
+
+    def reset(self, obs: Any, info: dict[str, Any]) -> float:
+        return self._potential(info)
+
+    def step(self, prev_obs: Any, action: Any, obs: Any, info: dict[str, Any]) -> float:
+        return self._potential(info)
+
+    @staticmethod
+    def _potential(info: dict[str, Any]) -> float:
+        plan = info.get("expert_plan")
+        if plan is None:
+            raise KeyError(
+                "signal 'expert_progress' needs info['expert_plan'] (the expert's remaining plan); "
+                "this env does not report it — use signal='subgoal', 'invalid_penalty' or a callable"
+            )
+        return -float(len(plan))
+
+
+class InvalidActionPenalty:
+    """``Φ = -count`` of actions that were inadmissible or answered ``"Nothing happens."``."""
+
+    def __init__(self, feedback: str = INVALID_ACTION_FEEDBACK) -> None:
+        self.feedback = feedback
+        self._admissible: list[str] | None = None
+        self._count = 0
+
+    def reset(self, obs: Any, info: dict[str, Any]) -> float:
+        self._admissible = info.get("admissible_commands")
+        self._count = 0
+        return 0.0
+
+    def step(self, prev_obs: Any, action: Any, obs: Any, info: dict[str, Any]) -> float:
+        if self.is_invalid(action, obs):
+            self._count += 1
+        self._admissible = info.get("admissible_commands")
+        return -float(self._count)
+
+    def is_invalid(self, action: Any, obs: Any) -> bool:
+        """Inadmissible (when the env lists commands) or no effect (the env's invalid feedback)."""
+        if self._admissible is not None and isinstance(action, str) and action.strip() not in self._admissible:
+            return True
+        # The budget text of TurnBudget(show_budget=True) sits in its own paragraph.
+        return isinstance(obs, str) and self.feedback in (line.strip() for line in obs.splitlines())
+
+
+class StepRewardSum:
+    """``Φ = running sum of f(prev_obs, action, obs, info)``: any per-turn score as a potential."""
+
+    def __init__(self, fn: StepRewardFn) -> None:
+        if not callable(fn):
+            raise TypeError(f"a process signal function must be callable, got {fn!r}")
+        self.fn = fn
+        self._total = 0.0
+
+    def reset(self, obs: Any, info: dict[str, Any]) -> float:
+        self._total = 0.0
+        return 0.0
+
+    def step(self, prev_obs: Any, action: Any, obs: Any, info: dict[str, Any]) -> float:
+        value = float(self.fn(prev_obs, action, obs, info))
+        if not np.isfinite(value):
+            raise ValueError(f"the process signal function returned {value!r}; it must return a finite float")
+        self._total += value
+        return self._total
+
+
+# -- subgoals -------------------------------------------------------------------------------
+#: Subgoal detectors by backend family name (``"ALFWorld"``, ...): ``(obs, action, info) -> labels``.
+SUBGOAL_DETECTORS: dict[str, SubgoalDetector] = {}
+
+
+def register_subgoal_detector(family: str, detector: SubgoalDetector) -> SubgoalDetector:
+    """Declare how to read reached subgoals off a backend's turns (used when it has no ``info["subgoals"]``)."""
+    if not callable(detector):
+        raise TypeError(f"a subgoal detector must be callable, got {detector!r}")
+    SUBGOAL_DETECTORS[family] = detector
+    return detector
+
+
+# ALFWorld's feedback for the state changes the handcoded expert's subgoals are made of
+# (alfred.twl2; 2.1.1 games say "put ... in/on" where 2.1.2 says "move ... to").
+_ALFWORLD_EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("pick up", re.compile(r"You pick up the ([\w ]+?) from the")),
+    ("heat", re.compile(r"You heat the ([\w ]+?) using the")),
+    ("cool", re.compile(r"You cool the ([\w ]+?) using the")),
+    ("clean", re.compile(r"You clean the ([\w ]+?) using the")),
+    ("turn on", re.compile(r"You turn on the ([\w ]+?)\.")),
+    ("put", re.compile(r"You (?:move the ([\w ]+?) to|put the ([\w ]+?) (?:in|on|in/on)) the ([\w ]+?)\.")),
+)
+
+
+def _kind(name: str) -> str:
+    """``"apple 1"`` -> ``"apple"``: the object type the task text mentions."""
+    return name.rstrip("0123456789 ").lower()
+
+
+def alfworld_subgoals(obs: str, action: str, info: dict[str, Any]) -> list[str]:
+    """Task-relevant ALFWorld subgoals in this turn's feedback, e.g. ``["heat apple 1"]``.
+
+    An event counts only when the object (and, for ``put``, the receptacle) is of a type the
+    task names, so picking up a random object is no progress.
+    """
+    task = str(info.get("task", "")).lower()
+    found = []
+    for verb, pattern in _ALFWORLD_EVENTS:
+        for match in pattern.finditer(obs):
+            groups = [g for g in match.groups() if g]
+            if all(_kind(name) in task for name in groups):
+                found.append(" ".join([verb, groups[0]] + ([f"to {groups[1]}"] if len(groups) > 1 else [])))
+    return found
+
+
+register_subgoal_detector("ALFWorld", alfworld_subgoals)
+
+
+class SubgoalsReached:
+    """``Φ = number of distinct subgoals reached in the episode``.
+
+    The subgoals come from ``info["subgoals"]`` (labels, reached this turn or so far — both
+    work, as distinct labels are counted) when the backend reports it, else from ``detector``.
+    """
+
+    def __init__(self, detector: SubgoalDetector | None = None) -> None:
+        self.detector = detector
+        self._reached: set[str] = set()
+
+    def reset(self, obs: Any, info: dict[str, Any]) -> float:
+        if "subgoals" not in info and self.detector is None:
+            raise KeyError(
+                "signal 'subgoal' needs info['subgoals'] from the backend or a subgoal detector; "
+                f"register one with register_subgoal_detector(family, fn) (registered: {sorted(SUBGOAL_DETECTORS)}) "
+                "or pass ProcessReward(..., detector=fn)"
+            )
+        self._reached = set(info.get("subgoals", ()))
+        return float(len(self._reached))
+
+    def step(self, prev_obs: Any, action: Any, obs: Any, info: dict[str, Any]) -> float:
+        if "subgoals" in info:
+            self._reached.update(info["subgoals"])
+        elif self.detector is not None:
+            self._reached.update(self.detector(str(obs), str(action), info))
+        return float(len(self._reached))
+
+
+#: The built-in signals by name.
+SIGNALS: dict[str, Callable[..., ProcessSignal]] = {
+    "expert_progress": ExpertProgress,
+    "subgoal": SubgoalsReached,
+    "invalid_penalty": InvalidActionPenalty,
+}
+
+
+def _family_name(env: gym.Env) -> str | None:
+    spec = env.unwrapped.spec
+    if spec is None:
+        return None
+    return spec.id.split("/")[-1].split("-")[0]
+
+
+def make_signal(signal: str | StepRewardFn | ProcessSignal, env: gym.Env,
+                detector: SubgoalDetector | None = None) -> ProcessSignal:
+    """A :class:`ProcessSignal` from a name, a ``f(prev_obs, action, obs, info)`` or a signal object."""
+    if isinstance(signal, str):
+        if signal not in SIGNALS:
+            raise ValueError(f"unknown process signal {signal!r}; use one of {sorted(SIGNALS)}, a callable "
+                             "f(prev_obs, action, obs, info) -> float, or a ProcessSignal object")
+        if signal == "subgoal":
+            return SubgoalsReached(detector or SUBGOAL_DETECTORS.get(_family_name(env) or ""))
+        return SIGNALS[signal]()
+    if detector is not None:
+        raise ValueError("detector= only applies to signal='subgoal'")
+    if isinstance(signal, ProcessSignal):
+        return signal
+    if callable(signal):
+        return StepRewardSum(signal)
+    raise TypeError(f"signal must be a name, a callable or a ProcessSignal, got {type(signal).__name__}")
+
+
+class ProcessReward(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
+    """Add ``coef`` times a dense process signal to the reward (see the module docstring).
+
+    Args:
+        env: the env to wrap (any Gymnasium env whose ``info`` feeds the signal).
+        signal: ``"expert_progress"``, ``"subgoal"``, ``"invalid_penalty"``, a callable
+            ``f(prev_obs, action, obs, info) -> float`` or a :class:`ProcessSignal`.
+        coef: weight of the process reward (``info["process_reward"]`` includes it).
+        potential_based: shaping ``gamma * Φ(s') - Φ(s)`` (policy-invariant) instead of the
+            raw ``Φ(s') - Φ(s)``.
+        gamma: the discount of the trainer, for the potential form.
+        end_potential: when ``Φ`` is taken as 0 in the potential form: ``"terminated"`` or
+            ``"done"`` (terminated or truncated).
+        detector: for ``signal="subgoal"``: the subgoal detector to use instead of the one
+            registered for the env's family.
+
+    ``info`` gains ``outcome_reward``, ``process_reward`` and ``potential`` (``Φ`` of the
+    new state, before the end-of-episode zeroing).
+    """
+
+    def __init__(
+        self,
+        env: gym.Env,
+        signal: str | StepRewardFn | ProcessSignal = "expert_progress",
+        coef: float = 1.0,
+        *,
+        potential_based: bool = True,
+        gamma: float = 1.0,
+        end_potential: EndPotential = "terminated",
+        detector: SubgoalDetector | None = None,
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self, signal=signal, coef=coef, potential_based=potential_based, gamma=gamma,
+            end_potential=end_potential, detector=detector,
+        )
+        gym.Wrapper.__init__(self, env)
+        if not np.isfinite(coef):
+            raise ValueError(f"coef must be a finite float, got {coef!r}")
+        if not 0.0 <= gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {gamma!r}")
+        if end_potential not in ("terminated", "done"):
+            raise ValueError(f"end_potential must be 'terminated' or 'done', got {end_potential!r}")
+        self.signal: ProcessSignal = make_signal(signal, env, detector)
+        self.coef = float(coef)
+        self.potential_based = bool(potential_based)
+        self.gamma = float(gamma)
+        self.end_potential = end_potential
+        self._potential = 0.0
+        self._obs: Any = None
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._potential = float(self.signal.reset(obs, info))
+        self._obs = obs
+        info["potential"] = self._potential
+        return obs, info
+
+    def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        potential = float(self.signal.step(self._obs, action, obs, info))
+        process = self.coef * self._shaping(potential, terminated, truncated)
+        self._potential, self._obs = potential, obs
+        # An inner ProcessReward already split the reward: keep its outcome, add to its process part.
+        info["outcome_reward"] = info.get("outcome_reward", float(reward))
+        info["process_reward"] = info.get("process_reward", 0.0) + process
+        info["potential"] = potential
+        return obs, float(reward) + process, terminated, truncated, info
+
+    def _shaping(self, potential: float, terminated: bool, truncated: bool) -> float:
+        if not self.potential_based:
+            return potential - self._potential
+        ended = terminated or (truncated and self.end_potential == "done")
+        return self.gamma * (0.0 if ended else potential) - self._potential

@@ -1,0 +1,60 @@
+"""Small deterministic text envs for the integration tests (process reward, SB3, vector envs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv
+
+
+class LineWorld(TextEnv):
+    """Walk ``length`` squares forward to win; ``"jump"`` loses; checkpoints every 2 squares.
+
+    Commands: ``forward``, ``back``, ``wait`` (admissible) and ``jump`` (admissible only
+    at square 1, where it loses).  ``info["subgoals"]`` (when ``report_subgoals``) lists the
+    checkpoint reached by this turn.  The length is drawn at reset from ``np_random``.
+    """
+
+    max_observation_length = 256
+    max_action_length = 32
+
+    def __init__(self, min_length: int = 3, max_length: int = 6, report_subgoals: bool = False,
+                 render_mode: str | None = None) -> None:
+        super().__init__(render_mode=render_mode)
+        self.min_length, self.max_length = min_length, max_length
+        self.report_subgoals = report_subgoals
+        self.length = min_length
+        self.position = 0
+
+    def _info(self, won: bool = False, lost: bool = False, subgoals: tuple[str, ...] = ()) -> dict[str, Any]:
+        commands = ["back", "forward", "wait"] + (["jump"] if self.position == 1 else [])
+        info = {
+            "admissible_commands": commands,
+            "won": won,
+            "lost": lost,
+            "task": f"walk {self.length} squares forward",
+            "expert_action": "forward",
+            "expert_plan": ["forward"] * (self.length - self.position),
+        }
+        if self.report_subgoals:
+            info["subgoals"] = list(subgoals)
+        return info
+
+    def _reset_game(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        self.length = int(options.get("task", self.np_random.integers(self.min_length, self.max_length + 1)))
+        self.position = 0
+        return f"You stand on square 0 of {self.length}.", self._info()
+
+    def _step_game(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        command = action.strip()
+        if command == "jump" and self.position == 1:
+            return "You jump into a pit.", 0.0, True, self._info(lost=True)
+        if command == "forward":
+            self.position += 1
+        elif command == "back" and self.position > 0:
+            self.position -= 1
+        elif command != "wait":
+            return INVALID_ACTION_FEEDBACK, 0.0, False, self._info()
+        won = self.position >= self.length
+        checkpoint = (f"checkpoint {self.position}",) if command == "forward" and self.position % 2 == 0 else ()
+        return f"You stand on square {self.position}.", float(won), won, self._info(won=won, subgoals=checkpoint)
