@@ -1,0 +1,180 @@
+"""The ``agentgym-budget`` command line: ``eval``, ``compare`` and ``list``.
+
+    agentgym-budget eval                      # = the Quickstart main job:
+    agentgym-budget eval --env ALFWorld-Budget-v0 --policy noisy-expert --k 1,2,4,8 \\
+        --t 5,10,20,30,50 --tasks 50 --attempts 8 --seed 0 --workers 1 --out results/
+    agentgym-budget compare results/base/passkt.json results/rl/passkt.json --out diff.png
+    agentgym-budget list
+
+``eval`` prints the Pass@(K,T) table and the behaviour metrics and writes ``passkt.json``,
+``passkt.csv``, ``task_counts.csv``, ``episodes.jsonl``, ``passkt_heatmap.png`` and
+``passkt_curves.png`` into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+DEFAULT_ENV = "ALFWorld-Budget-v0"
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers such as 1,2,4,8; got {text!r}") from None
+    if not values:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return values
+
+
+def _key_value(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)  # numbers, true/false, null, lists
+    except json.JSONDecodeError:
+        value = raw
+    return key.strip(), value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="agentgym-budget", description="Text environments with turn budgets: Pass@(K,T) evaluation."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    ev = sub.add_parser("eval", help="Pass@(K,T) of a policy on an env, with behaviour metrics and plots")
+    ev.add_argument("--env", default=DEFAULT_ENV, help=f"registered env id (default {DEFAULT_ENV})")
+    ev.add_argument("--policy", default="noisy-expert", help="policy name: random, expert, noisy-expert, hf")
+    ev.add_argument("--policy-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                    help="policy option, repeatable (e.g. p=0.5, model=path/to/model)")
+    ev.add_argument("--env-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                    help="gym.make option, repeatable (e.g. show_budget=true)")
+    ev.add_argument("--k", type=_int_list, default=[1, 2, 4, 8], help="attempts K (default 1,2,4,8)")
+    ev.add_argument("--t", type=_int_list, default=[5, 10, 20, 30, 50], help="turn budgets T (default 5,10,20,30,50)")
+    ev.add_argument("--tasks", type=int, default=50, help="tasks (env reset seeds), default 50")
+    ev.add_argument("--attempts", type=int, default=None, help="attempts N per task (default max(K))")
+    ev.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
+    ev.add_argument("--workers", type=int, default=1, help="worker processes; results do not depend on it")
+    ev.add_argument("--mode", choices=["auto", "shortcut", "per_t"], default="auto",
+                    help="auto: one rollout at max T unless the budget is shown/read (then one per T)")
+    ev.add_argument("--out", default="results", help="output folder (default results/)")
+    ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples per cell (default 1000)")
+    ev.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
+    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    cmp = sub.add_parser("compare", help="difference heatmap of two passkt.json results (b - a)")
+    cmp.add_argument("a", help="passkt.json (or its folder) of the baseline")
+    cmp.add_argument("b", help="passkt.json (or its folder) to compare with it")
+    cmp.add_argument("--out", default="passkt_diff.png", help="PNG to write (default passkt_diff.png)")
+    cmp.add_argument("--labels", default=None, help="names of a and b, comma-separated (default: the policies)")
+
+    sub.add_parser("list", help="registered envs, their backends and whether each is installed")
+    return parser
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    import agentgym_budget  # noqa: F401  (registers the envs)
+    from agentgym_budget.eval import evaluate
+    from agentgym_budget.eval.evaluate import resolve_mode, shows_budget
+    from agentgym_budget.policies import make_policy
+
+    console = Console()
+    attempts = args.attempts if args.attempts is not None else max(args.k)
+    env_kwargs, policy_kwargs = dict(args.env_arg), dict(args.policy_arg)
+    policy = make_policy(args.policy, **policy_kwargs)
+    mode = resolve_mode(args.mode, shows_budget(args.env, env_kwargs), policy.reads_budget)
+    total = args.tasks * attempts * (1 if mode == "shortcut" else len(args.t))
+    out = Path(args.out)
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=Console(stderr=True), transient=True, disable=args.no_progress) as progress:
+        bar = progress.add_task(f"{args.env} x {policy.name} ({mode})", total=total)
+        result = evaluate(
+            args.env, args.policy if args.workers > 1 else policy, ks=args.k, ts=args.t, tasks=args.tasks,
+            attempts=attempts, seed=args.seed, workers=args.workers, env_kwargs=env_kwargs,
+            policy_kwargs=policy_kwargs if args.workers > 1 else None, mode=args.mode, out=out,
+            on_record=lambda _: progress.advance(bar), bootstrap=args.bootstrap,
+        )
+    written = [*result.save(out), out / "episodes.jsonl"]
+    if not args.no_plots:
+        from agentgym_budget.eval.plots import save_plots
+
+        written += save_plots(result, out)
+    console.print(result.table())
+    console.print(result.metrics_table())
+    timing = result.timing
+    console.print(f"{timing['episodes']} episodes, {timing['steps']} turns in {timing['rollout_seconds']:.1f} s "
+                  f"({timing['episodes_per_second']:.0f} episodes/s, workers={args.workers}); metrics "
+                  f"{timing['metrics_seconds'] * 1000:.0f} ms")
+    console.print("wrote " + ", ".join(str(p) for p in written))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from agentgym_budget.eval.plots import plot_diff_heatmap
+    from agentgym_budget.eval.results import PassKTResult, difference
+
+    a, b = PassKTResult.load(args.a), PassKTResult.load(args.b)
+    labels = tuple(args.labels.split(",", 1)) if args.labels else (a.policy, b.policy)
+    if len(labels) != 2:
+        raise ValueError(f"--labels needs two comma-separated names, got {args.labels!r}")
+    ks, ts, diff = difference(a, b)
+    table = Table(title=f"Pass@(K,T): {labels[1]} minus {labels[0]}")
+    table.add_column("K \\ T", justify="right", style="bold")
+    for t in ts:
+        table.add_column(str(t), justify="right")
+    for i, k in enumerate(ks):
+        table.add_row(str(k), *(f"{value:+.3f}" for value in diff[i]))
+    Console().print(table)
+    path = plot_diff_heatmap(a, b, args.out, labels=labels)
+    Console().print(f"wrote {path}")
+    return 0
+
+
+def _list(_: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from agentgym_budget.envs.registration import FAMILIES
+
+    table = Table(title="agentgym-budget environments")
+    for column in ("ids", "backend", "extra", "installed", "description"):
+        table.add_column(column)
+    for family in FAMILIES:
+        installed = "[green]yes[/green]" if family.installed else f"[red]no[/red] (pip install 'agentgym-budget[{family.extra}]')"
+        table.add_row("\n".join(family.ids), family.entry_point.split(":")[0], family.extra or "-", installed,
+                      family.description)
+    Console().print(table)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
+    args = _parser().parse_args(argv)
+    from agentgym_budget._optional import MissingBackendError
+
+    command = {"eval": _eval, "compare": _compare, "list": _list}[args.command]
+    try:
+        return command(args)
+    except (MissingBackendError, ValueError, FileNotFoundError) as e:
+        print(f"agentgym-budget {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

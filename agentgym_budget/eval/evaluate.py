@@ -1,0 +1,202 @@
+"""``evaluate``: Pass@(K,T) and agent-behaviour metrics for any registered env and any policy.
+
+Two rollout modes, always recorded in the result:
+
+* ``"shortcut"`` — one rollout per (task, attempt) at the largest budget ``max(ts)``; an
+  attempt succeeds at budget ``T`` when it was won within its first ``T`` turns.  Exact for
+  policies whose actions do not depend on the budget (an episode under budget ``T`` is then
+  the first ``T`` turns of the longest one: same env seed, same policy seed).
+* ``"per_t"`` — one rollout per (task, attempt, T).  Needed when the agent sees the budget
+  (``show_budget=True`` on the env) or the policy reads it (``policy.reads_budget``).
+* ``"auto"`` (default) — ``"per_t"`` in those two cases, else ``"shortcut"``.
+
+Example:
+    >>> from agentgym_budget.eval import evaluate  # doctest: +SKIP
+    >>> result = evaluate("ALFWorld-Budget-v0", "noisy-expert", ks=(1, 4), ts=(10, 30), tasks=5, attempts=4)  # doctest: +SKIP
+    >>> result.value(4, 30) >= result.value(1, 10)  # doctest: +SKIP
+    True
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO, Any, Literal
+
+import gymnasium as gym
+import numpy as np
+
+from agentgym_budget.eval.metrics import DEFAULT_EARLY_TURNS, DEFAULT_PLAN_EDGES, behaviour_metrics
+from agentgym_budget.eval.passkt import passkt_grid
+from agentgym_budget.eval.results import PassKTResult
+from agentgym_budget.eval.rollout import (
+    EpisodeJob,
+    EpisodeRecord,
+    Executor,
+    RolloutSpec,
+    SerialExecutor,
+    make_executor,
+    records_for_budget,
+    task_seed,
+)
+from agentgym_budget.policies.base import Policy, make_policy
+
+__all__ = ["Mode", "build_jobs", "evaluate", "resolve_mode", "shows_budget"]
+
+Mode = Literal["auto", "shortcut", "per_t"]
+_MODES = ("auto", "shortcut", "per_t")
+
+
+def shows_budget(env_id: str, env_kwargs: dict[str, Any]) -> bool:
+    """Whether the env made from ``env_id`` with ``env_kwargs`` shows the budget to the agent."""
+    if "show_budget" in env_kwargs:
+        return bool(env_kwargs["show_budget"])
+    return bool(gym.spec(env_id).kwargs.get("show_budget", False))
+
+
+def resolve_mode(mode: str, show_budget: bool, reads_budget: bool) -> str:
+    """The rollout mode to use (see the module docstring); rejects an unsound ``"shortcut"``."""
+    if mode not in _MODES:
+        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    budget_dependent = show_budget or reads_budget
+    if mode == "auto":
+        return "per_t" if budget_dependent else "shortcut"
+    if mode == "shortcut" and budget_dependent:
+        why = "the env shows the budget to the agent" if show_budget else "the policy reads the budget"
+        raise ValueError(f"mode='shortcut' is only exact for budget-agnostic policies, but {why}; use 'per_t' or 'auto'")
+    return mode
+
+
+def build_jobs(tasks: int, attempts: int, ts: Sequence[int], mode: str) -> list[EpisodeJob]:
+    """The episodes to run: one per (task, attempt) at ``max(ts)``, or one per (task, attempt, T)."""
+    budgets = [max(ts)] if mode == "shortcut" else sorted(ts)
+    return [EpisodeJob(task, attempt, budget) for task in range(tasks) for attempt in range(attempts) for budget in budgets]
+
+
+def _check_args(ks: Sequence[int], ts: Sequence[int], tasks: int, attempts: int, seed: int) -> None:
+    if tasks < 1:
+        raise ValueError(f"tasks must be >= 1, got {tasks}")
+    if attempts < 1:
+        raise ValueError(f"attempts must be >= 1, got {attempts}")
+    if not ks or not ts:
+        raise ValueError("ks and ts must be non-empty")
+    if any(k < 1 for k in ks) or any(t < 1 for t in ts):
+        raise ValueError(f"every K and T must be >= 1, got ks={list(ks)}, ts={list(ts)}")
+    if max(ks) > attempts:
+        raise ValueError(f"K={max(ks)} needs at least {max(ks)} attempts per task, got attempts={attempts}")
+    if len(set(ks)) != len(ks) or len(set(ts)) != len(ts):
+        raise ValueError(f"ks and ts must not repeat values, got ks={list(ks)}, ts={list(ts)}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+
+
+def success_counts(records: Sequence[EpisodeRecord], ts: Sequence[int], tasks: int) -> np.ndarray:
+    """``(len(ts), tasks)``: attempts at each task won within each budget."""
+    counts = np.zeros((len(ts), tasks), dtype=np.int64)
+    for i, t in enumerate(ts):
+        for record in records_for_budget(records, t):
+            counts[i, record.task] += record.won_within(t)
+    return counts
+
+
+def evaluate(
+    env_id: str,
+    policy: str | Policy = "noisy-expert",
+    ks: Sequence[int] = (1, 2, 4, 8),
+    ts: Sequence[int] = (5, 10, 20, 30, 50),
+    tasks: int = 50,
+    attempts: int = 8,
+    seed: int = 0,
+    workers: int = 1,
+    env_kwargs: dict[str, Any] | None = None,
+    policy_kwargs: dict[str, Any] | None = None,
+    mode: Mode = "auto",
+    *,
+    executor: Executor | None = None,
+    out: str | Path | None = None,
+    on_record: Callable[[EpisodeRecord], None] | None = None,
+    bootstrap: int = 1000,
+    ci_level: float = 0.95,
+    early_turns: int = DEFAULT_EARLY_TURNS,
+    plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+) -> PassKTResult:
+    """Run ``attempts`` attempts at each of ``tasks`` tasks and estimate Pass@(K,T) for ``ks`` x ``ts``.
+
+    Args:
+        env_id: a registered env id (``X-Budget-v0`` or any text env id; it is wrapped in a
+            :class:`~agentgym_budget.wrappers.TurnBudget` if it is not already).
+        policy: a registered policy name (built with ``policy_kwargs``) or a :class:`Policy`.
+        ks, ts: the attempts K and budgets T of the grid (every K <= ``attempts``).
+        tasks: tasks (env reset seeds derived from ``seed``); attempts: N per task.
+        seed: base seed; every episode's seeds derive from (seed, task, attempt).
+        workers: processes (1: in this process); the result does not depend on it.
+        env_kwargs: ``gym.make`` kwargs (``show_budget=True`` shows the budget to the agent).
+        mode: ``"auto"``, ``"shortcut"`` or ``"per_t"`` (see the module docstring).
+        executor: runs the episodes (default: :func:`~agentgym_budget.eval.rollout.make_executor`
+            with ``workers``); any object with ``run(spec, jobs, on_record)``.
+        out: folder to stream ``episodes.jsonl`` into as episodes finish (``None``: no file).
+        on_record: called with each :class:`EpisodeRecord` as it finishes (e.g. a progress bar).
+        bootstrap, ci_level: bootstrap resamples over tasks and the CI level per cell.
+        early_turns, plan_edges: parameters of the behaviour metrics (see ``eval.metrics``).
+    """
+    ks, ts = tuple(int(k) for k in ks), tuple(int(t) for t in ts)
+    _check_args(ks, ts, tasks, attempts, seed)
+    env_kwargs, policy_kwargs = dict(env_kwargs or {}), dict(policy_kwargs or {})
+    policy_obj = make_policy(policy, **policy_kwargs) if isinstance(policy, str) else policy
+    if not isinstance(policy, str) and policy_kwargs:
+        raise ValueError("policy_kwargs apply to a policy given by name, not to a policy object")
+    show_budget = shows_budget(env_id, env_kwargs)
+    resolved = resolve_mode(mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
+    jobs = build_jobs(tasks, attempts, ts, resolved)
+
+    executor = executor if executor is not None else make_executor(workers)
+    # A serial run reuses the policy built here; other executors rebuild a named policy per worker.
+    reuse = isinstance(executor, SerialExecutor) or not isinstance(policy, str)
+    spec = RolloutSpec(
+        env_id=env_id, policy=policy_obj if reuse else policy, seed=seed, max_budget=max(ts),
+        env_kwargs=env_kwargs, policy_kwargs={} if reuse else policy_kwargs,
+    )
+    stream: IO[str] | None = None
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        stream = (Path(out) / "episodes.jsonl").open("w")
+
+    def record_done(record: EpisodeRecord) -> None:
+        if stream is not None:
+            stream.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+        if on_record is not None:
+            on_record(record)
+
+    start = time.perf_counter()
+    try:
+        records = executor.run(spec, jobs, record_done)
+    finally:
+        if stream is not None:
+            stream.close()
+    rollout_seconds = time.perf_counter() - start
+
+    start = time.perf_counter()
+    metrics = behaviour_metrics(records, ts, early_turns, plan_edges)
+    metrics_seconds = time.perf_counter() - start
+    successes = success_counts(records, ts, tasks)
+    grid = passkt_grid(successes, attempts, ks, ts, bootstrap=bootstrap, ci_level=ci_level, seed=seed)
+    plan_lengths = [-1] * tasks
+    for record in records:
+        plan_lengths[record.task] = record.plan_length
+    steps = sum(r.turns for r in records)
+    return PassKTResult(
+        env_id=env_id, policy=getattr(policy_obj, "name", type(policy_obj).__name__), mode=resolved,
+        show_budget=show_budget, ks=ks, ts=ts, attempts=attempts, seed=seed, successes=successes,
+        task_seeds=[task_seed(seed, task) for task in range(tasks)], plan_lengths=plan_lengths, grid=grid,
+        metrics=metrics,
+        config={"env_kwargs": _jsonable(env_kwargs), "policy_kwargs": _jsonable(policy_kwargs), "workers": workers,
+                "executor": type(executor).__name__, "bootstrap": bootstrap, "requested_mode": mode},
+        timing={"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
+                "steps": steps, "episodes_per_second": len(records) / rollout_seconds if rollout_seconds else 0.0},
+    )
+
+
+def _jsonable(kwargs: dict[str, Any]) -> dict[str, Any]:
+    return {k: v if isinstance(v, (str, int, float, bool, type(None), list, dict)) else repr(v) for k, v in kwargs.items()}

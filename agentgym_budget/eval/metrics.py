@@ -1,0 +1,200 @@
+"""Agent-behaviour metrics computed from the evaluation's own episode records (no extra runs).
+
+Notation for one episode: turns ``t = 1..n``; ``a_t`` the action of turn ``t``, chosen in the
+state ``s_{t-1}`` (``s_0`` = the reset state); ``d_t`` the expert's remaining plan length
+after turn ``t`` (``d_0`` = the task's *plan length*, ``len(info["expert_plan"])`` at reset).
+
+**Decision quality** — the fraction of turns, over all turns where the env knows the expert's
+action in ``s_{t-1}``, at which ``a_t`` is that action (or one of ``info["expert_actions"]``).
+Reported overall, for *early* turns (``t <= early_turns``) and for *late* turns
+(``t > early_turns``), with the number of turns behind each figure.
+
+**Error** — turn ``t`` is an error if any of:
+(a) *invalid*: ``a_t`` is not in ``s_{t-1}``'s admissible commands;
+(b) *no effect*: the env answered ``"Nothing happens."``;
+(c) *detour*: ``d_t > d_{t-1}`` (both known) — the action moved the goal further away.
+
+**Error recovery** —
+``success_after_error``: among episodes with at least one error, the fraction won (within
+their budget); ``success_without_error`` is the same for error-free episodes.
+``mean_turns_to_recover``: for an error at turn ``t``, the agent is back on plan at the first
+later turn ``t' > t`` whose action matches the expert's; the recovery time is ``t' - t``
+(1 = the very next action is the expert's).  The mean is over recovered errors;
+``recovered_fraction`` is the share of errors followed by such a turn within the episode.
+
+**Long-horizon resilience** —
+``by_plan_length``: tasks are bucketed by plan length ``d_0`` (bucket edges ``plan_edges``;
+``"unknown"`` without an expert plan) and, for each budget ``T``, the success rate is the
+fraction of the bucket's episodes won within ``T`` turns.
+``success_turn_fraction``: over won episodes, the histogram of ``won_turn / budget`` in
+quarters (0-25 %, 25-50 %, 50-75 %, 75-100 % of the budget spent when the task was won), and
+``mean_turns_per_plan_step``, the mean of ``won_turn / d_0`` (1.0 = as short as the expert).
+
+Which records: decision quality, errors and the success-turn histogram use the episodes run
+at the largest budget; the success rate at budget ``T`` uses, for each task and attempt, the
+record with the smallest budget ``>= T`` (in the shortcut mode that is the largest-budget
+rollout, in the per-budget mode the rollout at ``T`` itself).
+
+Example:
+    >>> from agentgym_budget.eval.rollout import EpisodeRecord
+    >>> r = EpisodeRecord(task=0, attempt=0, budget=5, won_turn=3, turns=3, plan_length=2,
+    ...                   actions=["a", "x", "b"], expert_match=[1, 0, 1], admissible=[1, 0, 1],
+    ...                   no_effect=[0, 1, 0], plan_left=[1, 1, 0])
+    >>> decision_quality([r], early_turns=1)
+    {'overall': 0.6666666666666666, 'early': 1.0, 'late': 0.5, 'turns': 3, 'early_turns': 1, 'late_turns': 2}
+    >>> error_recovery([r])["mean_turns_to_recover"]
+    1.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from agentgym_budget.eval.rollout import UNKNOWN, EpisodeRecord, records_for_budget
+
+__all__ = [
+    "DEFAULT_EARLY_TURNS",
+    "DEFAULT_PLAN_EDGES",
+    "behaviour_metrics",
+    "decision_quality",
+    "error_recovery",
+    "error_turns",
+    "resilience",
+]
+
+#: Turns ``1..DEFAULT_EARLY_TURNS`` are "early" for decision quality.
+DEFAULT_EARLY_TURNS = 5
+#: Upper edges of the plan-length buckets (``1-5, 6-10, 11-15, 16-20, 21-30, >30``).
+DEFAULT_PLAN_EDGES: tuple[int, ...] = (5, 10, 15, 20, 30)
+
+
+def _rate(numerator: int, denominator: int) -> float | None:
+    return numerator / denominator if denominator else None
+
+
+def decision_quality(records: Sequence[EpisodeRecord], early_turns: int = DEFAULT_EARLY_TURNS) -> dict[str, Any]:
+    """Expert-agreement rate overall, on early and on late turns (see the module docstring)."""
+    matches = [(t, m) for r in records for t, m in enumerate(r.expert_match, start=1) if m != UNKNOWN]
+    early = [m for t, m in matches if t <= early_turns]
+    late = [m for t, m in matches if t > early_turns]
+    return {
+        "overall": _rate(sum(m for _, m in matches), len(matches)),
+        "early": _rate(sum(early), len(early)),
+        "late": _rate(sum(late), len(late)),
+        "turns": len(matches),
+        "early_turns": len(early),
+        "late_turns": len(late),
+    }
+
+
+def error_turns(record: EpisodeRecord) -> list[int]:
+    """The (1-based) turns of ``record`` that are errors: invalid, no-effect or detour."""
+    errors = []
+    previous = record.plan_length
+    for t in range(1, record.turns + 1):
+        plan = record.plan_left[t - 1]
+        detour = previous != UNKNOWN and plan != UNKNOWN and plan > previous
+        if record.admissible[t - 1] == 0 or record.no_effect[t - 1] == 1 or detour:
+            errors.append(t)
+        previous = plan
+    return errors
+
+
+def error_recovery(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """Success after errors and turns to get back on plan (see the module docstring)."""
+    with_error = without_error = won_with_error = won_without_error = 0
+    recover_times: list[int] = []
+    n_errors = 0
+    for record in records:
+        errors = error_turns(record)
+        if errors:
+            with_error += 1
+            won_with_error += record.won
+        else:
+            without_error += 1
+            won_without_error += record.won
+        n_errors += len(errors)
+        matching = [t for t, m in enumerate(record.expert_match, start=1) if m == 1]
+        for t in errors:
+            later = next((u for u in matching if u > t), None)
+            if later is not None:
+                recover_times.append(later - t)
+    return {
+        "episodes_with_error": with_error,
+        "success_after_error": _rate(won_with_error, with_error),
+        "success_without_error": _rate(won_without_error, without_error),
+        "errors": n_errors,
+        "errors_per_episode": _rate(n_errors, len(records)),
+        "recovered_fraction": _rate(len(recover_times), n_errors),
+        "mean_turns_to_recover": float(np.mean(recover_times)) if recover_times else None,
+    }
+
+
+def _bucket_label(plan_length: int, edges: Sequence[int]) -> str:
+    if plan_length == UNKNOWN:
+        return "unknown"
+    low = 0
+    for edge in edges:
+        if plan_length <= edge:
+            return f"{low + 1}-{edge}" if low + 1 != edge else str(edge)
+        low = edge
+    return f">{edges[-1]}"
+
+
+def resilience(
+    records: Sequence[EpisodeRecord], ts: Sequence[int], plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES
+) -> dict[str, Any]:
+    """Success by plan-length bucket and budget, and where in the budget successes happen."""
+    if list(plan_edges) != sorted(set(plan_edges)) or not plan_edges:
+        raise ValueError(f"plan_edges must be increasing and non-empty, got {plan_edges}")
+    order = [_bucket_label(e, plan_edges) for e in [*plan_edges, plan_edges[-1] + 1]] + ["unknown"]
+    by_plan: dict[str, dict[str, Any]] = {}
+    for t in ts:
+        for record in records_for_budget(records, t):
+            bucket = by_plan.setdefault(_bucket_label(record.plan_length, plan_edges), {"episodes": {}, "won": {}})
+            bucket["episodes"][t] = bucket["episodes"].get(t, 0) + 1
+            bucket["won"][t] = bucket["won"].get(t, 0) + record.won_within(t)
+    by_plan_length = {
+        label: {
+            "episodes": max(by_plan[label]["episodes"].values()),
+            "success": {str(t): _rate(by_plan[label]["won"].get(t, 0), by_plan[label]["episodes"].get(t, 0)) for t in ts},
+        }
+        for label in order
+        if label in by_plan
+    }
+    longest = max((r.budget for r in records), default=0)
+    won = [r for r in records if r.budget == longest and r.won]
+    fractions = np.array([r.won_turn / r.budget for r in won], dtype=float)
+    counts = np.histogram(fractions, bins=[0.0, 0.25, 0.5, 0.75, 1.0])[0] if len(won) else np.zeros(4, int)
+    overheads = [r.won_turn / r.plan_length for r in won if r.plan_length > 0]
+    return {
+        "by_plan_length": by_plan_length,
+        "success_turn_fraction": {
+            "bins": ["0-25%", "25-50%", "50-75%", "75-100%"],
+            "counts": [int(c) for c in counts],
+            "fractions": [float(c) / len(won) if won else None for c in counts],
+            "budget": longest,
+        },
+        "mean_turns_per_plan_step": float(np.mean(overheads)) if overheads else None,
+    }
+
+
+def behaviour_metrics(
+    records: Sequence[EpisodeRecord],
+    ts: Sequence[int],
+    early_turns: int = DEFAULT_EARLY_TURNS,
+    plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+) -> dict[str, Any]:
+    """All agent-behaviour metrics: ``decision_quality``, ``error_recovery``, ``resilience``."""
+    longest = max((r.budget for r in records), default=0)
+    at_longest = [r for r in records if r.budget == longest]
+    return {
+        "early_turns": early_turns,
+        "budget": longest,
+        "decision_quality": decision_quality(at_longest, early_turns),
+        "error_recovery": error_recovery(at_longest),
+        "resilience": resilience(records, ts, plan_edges),
+    }

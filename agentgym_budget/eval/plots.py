@@ -1,0 +1,93 @@
+"""PNG plots of Pass@(K,T) results: heatmap (K x T), curves (Pass@K vs T), difference heatmap.
+
+matplotlib is imported inside the functions (``import agentgym_budget`` stays light) and
+used through its object API with the Agg canvas, so no display is needed.
+
+Example:
+    >>> from agentgym_budget.eval.plots import plot_heatmap  # doctest: +SKIP
+    >>> plot_heatmap(result, "results/passkt_heatmap.png")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentgym_budget.eval.results import PassKTResult, difference
+
+__all__ = ["plot_curves", "plot_diff_heatmap", "plot_heatmap", "save_plots"]
+
+
+def _figure(width: float, height: float) -> Any:
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=120, layout="constrained")
+
+
+def _heatmap(ax: Any, values: np.ndarray, ks: tuple[int, ...], ts: tuple[int, ...], cmap: str,
+             vmin: float, vmax: float, fmt: str) -> Any:
+    image = ax.imshow(values, cmap=cmap, vmin=vmin, vmax=vmax, origin="lower", aspect="auto")
+    ax.set_xticks(range(len(ts)), [str(t) for t in ts])
+    ax.set_yticks(range(len(ks)), [str(k) for k in ks])
+    ax.set_xlabel("turn budget T")
+    ax.set_ylabel("attempts K")
+    middle = (vmin + vmax) / 2
+    for i in range(len(ks)):
+        for j in range(len(ts)):
+            dark = values[i, j] > middle if cmap == "viridis" else abs(values[i, j]) > 0.6 * vmax
+            color = "black" if (cmap == "viridis") == dark else "white"
+            ax.text(j, i, format(values[i, j], fmt), ha="center", va="center", fontsize=8, color=color)
+    return image
+
+
+def plot_heatmap(result: PassKTResult, path: str | Path) -> Path:
+    """Pass@(K,T) as a K x T heatmap with the value in each cell."""
+    fig = _figure(1.1 * len(result.ts) + 2.0, 0.6 * len(result.ks) + 1.8)
+    ax = fig.add_subplot()
+    image = _heatmap(ax, result.mean, result.ks, result.ts, "viridis", 0.0, 1.0, ".2f")
+    fig.colorbar(image, ax=ax, label="Pass@(K,T)")
+    ax.set_title(f"{result.env_id} — {result.policy}\n{result.n_tasks} tasks x {result.attempts} attempts, {result.mode}",
+                 fontsize=9)
+    fig.savefig(path)
+    return Path(path)
+
+
+def plot_curves(result: PassKTResult, path: str | Path) -> Path:
+    """Pass@K against the budget T, one line per K, with the bootstrap CI as a band."""
+    fig = _figure(6.0, 4.0)
+    ax = fig.add_subplot()
+    for i, k in enumerate(result.ks):
+        (line,) = ax.plot(result.ts, result.mean[i], marker="o", label=f"K={k}")
+        ax.fill_between(result.ts, result.grid.ci_low[i], result.grid.ci_high[i], color=line.get_color(), alpha=0.15)
+    ax.set_xlabel("turn budget T")
+    ax.set_ylabel("Pass@K")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{result.env_id} — {result.policy} ({result.grid.ci_level:.0%} CI)", fontsize=9)
+    fig.savefig(path)
+    return Path(path)
+
+
+def plot_diff_heatmap(a: PassKTResult, b: PassKTResult, path: str | Path,
+                      labels: tuple[str, str] | None = None) -> Path:
+    """Heatmap of ``b - a`` on the cells both results share (red: b lower, blue: b higher)."""
+    ks, ts, diff = difference(a, b)
+    name_a, name_b = labels or (a.policy, b.policy)
+    bound = max(float(np.abs(diff).max()), 0.05)
+    fig = _figure(1.1 * len(ts) + 2.0, 0.6 * len(ks) + 1.8)
+    ax = fig.add_subplot()
+    image = _heatmap(ax, diff, ks, ts, "RdBu", -bound, bound, "+.2f")
+    fig.colorbar(image, ax=ax, label="difference in Pass@(K,T)")
+    ax.set_title(f"{name_b} minus {name_a}", fontsize=9)
+    fig.savefig(path)
+    return Path(path)
+
+
+def save_plots(result: PassKTResult, folder: str | Path) -> list[Path]:
+    """Write ``passkt_heatmap.png`` and ``passkt_curves.png`` into ``folder``."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return [plot_heatmap(result, folder / "passkt_heatmap.png"), plot_curves(result, folder / "passkt_curves.png")]

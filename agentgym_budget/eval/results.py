@@ -1,0 +1,205 @@
+"""The result of a Pass@(K,T) evaluation: its table, and its JSON / CSV files.
+
+Files written by :meth:`PassKTResult.save` into an output folder:
+
+* ``passkt.json`` — everything: the configuration, the grid (mean, standard error, CI per
+  cell), every task's success counts per budget, the behaviour metrics and timings;
+  :meth:`PassKTResult.load` reads it back;
+* ``passkt.csv`` — the grid in tidy form: ``k, t, pass, stderr, ci_low, ci_high``;
+* ``task_counts.csv`` — ``task, reset_seed, plan_length, t, attempts, successes``: every
+  per-task count the grid is computed from.
+
+(The evaluator also streams ``episodes.jsonl``, one :class:`EpisodeRecord` per line.)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from agentgym_budget.eval.passkt import PassKTGrid, passkt_grid
+
+__all__ = ["PassKTResult", "difference"]
+
+RESULT_FORMAT = "agentgym-budget/passkt/1"
+
+
+@dataclass
+class PassKTResult:
+    """A Pass@(K,T) grid with the counts it comes from and the behaviour metrics.
+
+    ``successes[i, j]`` is the number of the ``attempts`` attempts at task ``j`` won within
+    ``ts[i]`` turns.  ``mode`` is ``"shortcut"`` (every budget answered from one rollout at
+    the largest) or ``"per_t"`` (one rollout per budget).
+    """
+
+    env_id: str
+    policy: str
+    mode: str
+    show_budget: bool
+    ks: tuple[int, ...]
+    ts: tuple[int, ...]
+    attempts: int
+    seed: int
+    successes: np.ndarray
+    task_seeds: list[int]
+    plan_lengths: list[int]
+    grid: PassKTGrid
+    metrics: dict[str, Any] = field(default_factory=dict)
+    config: dict[str, Any] = field(default_factory=dict)
+    timing: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def n_tasks(self) -> int:
+        return int(self.successes.shape[1])
+
+    @property
+    def mean(self) -> np.ndarray:
+        """Pass@(K,T), shape ``(len(ks), len(ts))``."""
+        return self.grid.mean
+
+    def value(self, k: int, t: int) -> float:
+        """Pass@(k,t)."""
+        return float(self.grid.mean[self.ks.index(k), self.ts.index(t)])
+
+    # -- serialisation --------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        g = self.grid
+        return {
+            "format": RESULT_FORMAT,
+            "env_id": self.env_id,
+            "policy": self.policy,
+            "mode": self.mode,
+            "show_budget": self.show_budget,
+            "ks": list(self.ks),
+            "ts": list(self.ts),
+            "tasks": self.n_tasks,
+            "attempts": self.attempts,
+            "seed": self.seed,
+            "pass": g.mean.tolist(),
+            "stderr": g.stderr.tolist(),
+            "ci_low": g.ci_low.tolist(),
+            "ci_high": g.ci_high.tolist(),
+            "ci_level": g.ci_level,
+            "successes": self.successes.tolist(),
+            "task_seeds": list(self.task_seeds),
+            "plan_lengths": list(self.plan_lengths),
+            "metrics": self.metrics,
+            "config": self.config,
+            "timing": self.timing,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PassKTResult:
+        if data.get("format") != RESULT_FORMAT:
+            raise ValueError(f"not a Pass@(K,T) result file (format {data.get('format')!r}, expected {RESULT_FORMAT!r})")
+        ks, ts = tuple(data["ks"]), tuple(data["ts"])
+        successes = np.asarray(data["successes"], dtype=np.int64).reshape(len(ts), -1)
+        per_task = passkt_grid(successes, data["attempts"], ks, ts, bootstrap=0).per_task
+        grid = PassKTGrid(
+            ks, ts, np.asarray(data["pass"]), np.asarray(data["stderr"]), np.asarray(data["ci_low"]),
+            np.asarray(data["ci_high"]), per_task, float(data["ci_level"]),
+        )
+        return cls(
+            env_id=data["env_id"], policy=data["policy"], mode=data["mode"], show_budget=data["show_budget"],
+            ks=ks, ts=ts, attempts=data["attempts"], seed=data["seed"], successes=successes,
+            task_seeds=list(data["task_seeds"]), plan_lengths=list(data["plan_lengths"]), grid=grid,
+            metrics=data.get("metrics", {}), config=data.get("config", {}), timing=data.get("timing", {}),
+        )
+
+    def save_json(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> PassKTResult:
+        """Read a ``passkt.json`` (or a folder holding one)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "passkt.json"
+        return cls.from_dict(json.loads(path.read_text()))
+
+    def save_csv(self, folder: str | Path) -> tuple[Path, Path]:
+        """Write ``passkt.csv`` (the grid) and ``task_counts.csv`` (per-task counts) into ``folder``."""
+        folder = Path(folder)
+        grid_path, counts_path = folder / "passkt.csv", folder / "task_counts.csv"
+        g = self.grid
+        with grid_path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["k", "t", "pass", "stderr", "ci_low", "ci_high", "tasks", "attempts", "mode"])
+            for i, k in enumerate(self.ks):
+                for j, t in enumerate(self.ts):
+                    writer.writerow([k, t, f"{g.mean[i, j]:.6f}", f"{g.stderr[i, j]:.6f}", f"{g.ci_low[i, j]:.6f}",
+                                     f"{g.ci_high[i, j]:.6f}", self.n_tasks, self.attempts, self.mode])
+        with counts_path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["task", "reset_seed", "plan_length", "t", "attempts", "successes"])
+            for task in range(self.n_tasks):
+                for j, t in enumerate(self.ts):
+                    writer.writerow([task, self.task_seeds[task], self.plan_lengths[task], t, self.attempts,
+                                     int(self.successes[j, task])])
+        return grid_path, counts_path
+
+    def save(self, folder: str | Path) -> list[Path]:
+        """Write ``passkt.json``, ``passkt.csv`` and ``task_counts.csv`` into ``folder``."""
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        return [self.save_json(folder / "passkt.json"), *self.save_csv(folder)]
+
+    # -- display --------------------------------------------------------------------------
+    def table(self) -> Any:
+        """A ``rich.table.Table``: Pass@(K,T) ± standard error, K down, T across."""
+        from rich.table import Table
+
+        title = (f"Pass@(K,T) — {self.env_id}, {self.policy}, {self.n_tasks} tasks x {self.attempts} attempts, "
+                 f"mode={self.mode}")
+        table = Table(title=title, caption=f"mean ± standard error over tasks; {self.grid.ci_level:.0%} bootstrap CI in passkt.csv")
+        table.add_column("K \\ T", justify="right", style="bold")
+        for t in self.ts:
+            table.add_column(str(t), justify="right")
+        for i, k in enumerate(self.ks):
+            table.add_row(str(k), *(f"{self.grid.mean[i, j]:.3f} ±{self.grid.stderr[i, j]:.3f}" for j in range(len(self.ts))))
+        return table
+
+    def metrics_table(self) -> Any:
+        """A ``rich.table.Table`` summarising the behaviour metrics."""
+        from rich.table import Table
+
+        def fmt(value: Any, digits: int = 3) -> str:
+            return "n/a" if value is None else f"{value:.{digits}f}"
+
+        m = self.metrics
+        table = Table(title=f"Agent behaviour (episodes at T={m.get('budget')})", show_header=False)
+        table.add_column("metric", style="bold")
+        table.add_column("value", justify="right")
+        dq, er, res = m.get("decision_quality", {}), m.get("error_recovery", {}), m.get("resilience", {})
+        early = m.get("early_turns")
+        table.add_row("expert agreement (all / early / late turns)",
+                      f"{fmt(dq.get('overall'))} / {fmt(dq.get('early'))} (t<={early}) / {fmt(dq.get('late'))}")
+        table.add_row("errors per episode", fmt(er.get("errors_per_episode"), 2))
+        table.add_row("success after an error / without error",
+                      f"{fmt(er.get('success_after_error'))} / {fmt(er.get('success_without_error'))}")
+        table.add_row("mean turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2))
+        table.add_row("turns per expert plan step (won episodes)", fmt(res.get("mean_turns_per_plan_step"), 2))
+        largest = str(max(self.ts))
+        for label, bucket in res.get("by_plan_length", {}).items():
+            table.add_row(f"success at T={largest}, plan length {label} ({bucket['episodes']} ep.)",
+                          fmt(bucket["success"].get(largest)))
+        return table
+
+
+def difference(a: PassKTResult, b: PassKTResult) -> tuple[tuple[int, ...], tuple[int, ...], np.ndarray]:
+    """``b - a`` on the (K, T) cells both results have: ``(ks, ts, diff)``."""
+    ks = tuple(k for k in a.ks if k in b.ks)
+    ts = tuple(t for t in a.ts if t in b.ts)
+    if not ks or not ts:
+        raise ValueError(f"the results share no (K, T) cell: K {a.ks} vs {b.ks}, T {a.ts} vs {b.ts}")
+    diff = np.array([[b.value(k, t) - a.value(k, t) for t in ts] for k in ks])
+    return ks, ts, diff
+

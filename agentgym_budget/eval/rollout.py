@@ -1,0 +1,343 @@
+"""Running episodes: the episode record, the job list, and pluggable executors.
+
+An evaluation is a list of :class:`EpisodeJob` — (task, attempt, budget) — that an
+:class:`Executor` turns into :class:`EpisodeRecord` s.  Every seed of an episode derives only
+from (base seed, task, attempt) through :func:`task_seed` and :func:`attempt_seed`, never from
+where or when the episode runs, so every executor returns the same records for the same jobs:
+
+* a *task* is an env reset seed: all attempts of task ``i`` reset the env with
+  ``task_seed(seed, i)`` (the same game), and differ only through the policy's seed
+  ``attempt_seed(seed, i, attempt)``;
+* the budget is forced per episode with ``reset(options={"budget": T})`` on the env's
+  :class:`~agentgym_budget.wrappers.TurnBudget`.
+
+Executors: :class:`SerialExecutor` (in-process) and :class:`ProcessPoolExecutor` (a pool of
+processes, one env and one policy per process, jobs sent task by task).  Another backend
+implements the :class:`Executor` protocol: ``run(spec, jobs, on_record) -> records``.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import multiprocessing
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import gymnasium as gym
+import numpy as np
+
+from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK
+from agentgym_budget.policies.base import Policy, make_policy
+from agentgym_budget.wrappers.budget import TurnBudget
+
+__all__ = [
+    "EpisodeJob",
+    "EpisodeRecord",
+    "Executor",
+    "ProcessPoolExecutor",
+    "RolloutSpec",
+    "SerialExecutor",
+    "attempt_seed",
+    "find_turn_budget",
+    "make_executor",
+    "records_for_budget",
+    "run_episode",
+    "task_seed",
+]
+
+UNKNOWN = -1  # marks a per-turn fact the env does not provide (no expert, no plan)
+_BUDGET_OPTIONS = frozenset(
+    ("budget", "budgets", "weights", "low", "high", "schedule", "progress_unit", "interpolation",
+     "show_budget", "budget_template", "budget_position")
+)
+
+
+def task_seed(seed: int, task: int) -> int:
+    """The env reset seed of ``task`` (the same for all its attempts)."""
+    return int(np.random.SeedSequence([seed, task]).generate_state(1)[0])
+
+
+def attempt_seed(seed: int, task: int, attempt: int) -> int:
+    """The policy seed of one attempt at ``task``."""
+    return int(np.random.SeedSequence([seed, task, attempt, 0x9A55]).generate_state(1)[0])
+
+
+@dataclass(frozen=True, order=True)
+class EpisodeJob:
+    """One episode to run: attempt ``attempt`` at task ``task`` with a budget of ``budget`` turns."""
+
+    task: int
+    attempt: int
+    budget: int
+
+
+@dataclass
+class EpisodeRecord:
+    """What the metrics need from one episode, compactly; per-turn lists have one entry per turn.
+
+    Per turn ``t`` (1-based; index ``t - 1``), about the action taken in the state left by
+    turn ``t - 1``:
+
+    * ``expert_match``: 1 if the action is the expert's action in that state (or one of its
+      actions, ``info["expert_actions"]``), 0 if not, -1 if the env gives no expert action;
+    * ``admissible``: 1 if the action was in ``info["admissible_commands"]``, 0 if not, -1 if
+      the list was empty;
+    * ``no_effect``: 1 if the env answered ``"Nothing happens."``;
+    * ``plan_left``: ``len(info["expert_plan"])`` after the turn, -1 if unknown.
+
+    ``plan_length`` is ``len(info["expert_plan"])`` at reset (-1 if unknown); ``won_turn`` the
+    turn at which the task was won (``None``: not won within ``budget``).  ``seconds`` (wall
+    time) is informational and excluded from equality.
+    """
+
+    task: int
+    attempt: int
+    budget: int
+    won_turn: int | None
+    turns: int
+    plan_length: int
+    actions: list[str]
+    expert_match: list[int]
+    admissible: list[int]
+    no_effect: list[int]
+    plan_left: list[int]
+    seconds: float = field(default=0.0, compare=False)
+
+    @property
+    def won(self) -> bool:
+        return self.won_turn is not None
+
+    def won_within(self, turns: int) -> bool:
+        """Whether the task was won within the first ``turns`` turns."""
+        return self.won_turn is not None and self.won_turn <= turns
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EpisodeRecord:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class RolloutSpec:
+    """Everything a worker needs to build its env and policy (picklable).
+
+    ``policy`` is a registered name (built with ``policy_kwargs``) or a policy object (it must
+    then be picklable to run in a process pool).  ``env_kwargs`` go to ``gym.make``; budget
+    options among them (``show_budget``, ...) go to the :class:`TurnBudget`.
+    """
+
+    env_id: str
+    policy: str | Policy
+    seed: int
+    max_budget: int
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def make_env(self) -> gym.Env:
+        """The env under a :class:`TurnBudget` (budgets are then forced per episode)."""
+        return make_budgeted_env(self.env_id, self.max_budget, self.env_kwargs)
+
+    def make_policy(self) -> Policy:
+        if isinstance(self.policy, str):
+            return make_policy(self.policy, **self.policy_kwargs)
+        if self.policy_kwargs:
+            raise ValueError("policy_kwargs apply to a policy given by name, not to a policy object")
+        return self.policy
+
+
+def make_budgeted_env(env_id: str, budget: int, env_kwargs: dict[str, Any]) -> gym.Env:
+    """``gym.make(env_id)`` under a :class:`TurnBudget` of ``budget`` turns and no other step limit.
+
+    ``X-Budget-v0`` ids already wrap :class:`TurnBudget` (``budget=`` is passed through);
+    any other id is made without its ``TimeLimit`` and wrapped here.
+    """
+    spec = gym.spec(env_id)
+    kwargs = dict(env_kwargs)
+    if "budget" in kwargs:
+        raise ValueError("do not pass budget= in env_kwargs: the evaluator sets the budget of every episode")
+    if "budget" in spec.kwargs:  # an X-Budget-v0 id
+        env = gym.make(env_id, budget=budget, disable_env_checker=True, **kwargs)
+    else:
+        budget_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _BUDGET_OPTIONS}
+        unlimited = dataclasses.replace(spec, max_episode_steps=None)
+        env = TurnBudget(gym.make(unlimited, disable_env_checker=True, **kwargs), budget=budget, **budget_kwargs)
+    if find_turn_budget(env) is None:
+        raise ValueError(f"{env_id} did not produce a TurnBudget-wrapped env; cannot set per-episode budgets")
+    return env
+
+
+def find_turn_budget(env: gym.Env) -> TurnBudget | None:
+    """The outermost :class:`TurnBudget` in ``env``'s wrapper chain, if any."""
+    while True:
+        if isinstance(env, TurnBudget):
+            return env
+        if not isinstance(env, gym.Wrapper):
+            return None
+        env = env.env
+
+
+def _plan_len(info: dict[str, Any]) -> int:
+    plan = info.get("expert_plan")
+    return len(plan) if isinstance(plan, (list, tuple)) else UNKNOWN
+
+
+def _expert_match(action: str, info: dict[str, Any]) -> int:
+    choices = info.get("expert_actions")
+    if isinstance(choices, (list, tuple)) and choices:
+        return int(action in choices)
+    expert = info.get("expert_action")
+    if isinstance(expert, str) and expert:
+        return int(action == expert)
+    return UNKNOWN
+
+
+def _is_no_effect(obs: str) -> bool:
+    # With show_budget the budget line is appended/prepended: look at every paragraph.
+    return obs.strip() == INVALID_ACTION_FEEDBACK or INVALID_ACTION_FEEDBACK in (p.strip() for p in obs.split("\n\n"))
+
+
+def run_episode(env: gym.Env, policy: Policy, seed: int, job: EpisodeJob) -> EpisodeRecord:
+    """Play one episode of ``job`` and record it (the env must be wrapped in a :class:`TurnBudget`)."""
+    start = time.perf_counter()
+    policy.reset(seed=attempt_seed(seed, job.task, job.attempt))
+    obs, info = env.reset(seed=task_seed(seed, job.task), options={"budget": job.budget})
+    plan_length = _plan_len(info)
+    actions: list[str] = []
+    expert_match: list[int] = []
+    admissible: list[int] = []
+    no_effect: list[int] = []
+    plan_left: list[int] = []
+    won_turn: int | None = None
+    for turn in range(1, job.budget + 1):
+        action = policy.act(obs, info)
+        commands = info.get("admissible_commands") or ()
+        actions.append(action)
+        expert_match.append(_expert_match(action, info))
+        admissible.append(int(action in commands) if commands else UNKNOWN)
+        obs, _, terminated, truncated, info = env.step(action)
+        no_effect.append(int(_is_no_effect(obs)))
+        plan_left.append(_plan_len(info))
+        if info.get("won"):
+            won_turn = turn
+        if won_turn is not None or terminated or truncated:
+            break
+    return EpisodeRecord(
+        task=job.task, attempt=job.attempt, budget=job.budget, won_turn=won_turn, turns=len(actions),
+        plan_length=plan_length, actions=actions, expert_match=expert_match, admissible=admissible,
+        no_effect=no_effect, plan_left=plan_left, seconds=time.perf_counter() - start,
+    )
+
+
+def records_for_budget(records: Iterable[EpisodeRecord], budget: int) -> list[EpisodeRecord]:
+    """Per (task, attempt): the record with the smallest budget ``>= budget``.
+
+    Whether it was won within ``budget`` turns is then the outcome of that attempt at that
+    budget: in the shortcut mode this is the largest-budget rollout, in the per-budget mode
+    the rollout at ``budget`` itself.
+    """
+    chosen: dict[tuple[int, int], EpisodeRecord] = {}
+    for record in records:
+        key = (record.task, record.attempt)
+        if record.budget >= budget and (key not in chosen or record.budget < chosen[key].budget):
+            chosen[key] = record
+    return list(chosen.values())
+
+
+RecordCallback = Callable[[EpisodeRecord], None]
+
+
+class Executor(Protocol):
+    """Runs jobs; returns their records in the order of ``jobs``, calling ``on_record`` as each finishes."""
+
+    def run(
+        self, spec: RolloutSpec, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None
+    ) -> list[EpisodeRecord]: ...
+
+
+class SerialExecutor:
+    """Runs every job in this process with one env and one policy."""
+
+    def run(
+        self, spec: RolloutSpec, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None
+    ) -> list[EpisodeRecord]:
+        env, policy = spec.make_env(), spec.make_policy()
+        records = []
+        try:
+            for job in jobs:
+                record = run_episode(env, policy, spec.seed, job)
+                if on_record is not None:
+                    on_record(record)
+                records.append(record)
+        finally:
+            env.close()
+        return records
+
+
+# One env and one policy per worker process, built by the pool initializer.
+_worker_state: dict[str, Any] = {}
+
+
+def _init_worker(spec: RolloutSpec) -> None:
+    _worker_state["spec"] = spec
+    _worker_state["env"] = spec.make_env()
+    _worker_state["policy"] = spec.make_policy()
+
+
+def _run_chunk(jobs: list[EpisodeJob]) -> list[EpisodeRecord]:
+    spec = _worker_state["spec"]
+    return [run_episode(_worker_state["env"], _worker_state["policy"], spec.seed, job) for job in jobs]
+
+
+class ProcessPoolExecutor:
+    """Runs jobs in ``workers`` processes; each process builds one env and one policy.
+
+    Jobs are sent task by task (all attempts and budgets of a task together), so each process
+    reuses its env across many episodes.  ``start_method`` is a ``multiprocessing`` start
+    method (``None``: ``"fork"`` where available — fast, and processes inherit envs registered
+    at run time — else the platform default).
+    """
+
+    def __init__(self, workers: int, start_method: str | None = None) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.workers = workers
+        if start_method is None:
+            start_method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+        self.start_method = start_method
+
+    def run(
+        self, spec: RolloutSpec, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None
+    ) -> list[EpisodeRecord]:
+        chunks = _by_task(jobs)
+        context = multiprocessing.get_context(self.start_method)
+        done: dict[EpisodeJob, EpisodeRecord] = {}
+        with concurrent.futures.ProcessPoolExecutor(
+            max_workers=min(self.workers, max(len(chunks), 1)), mp_context=context,
+            initializer=_init_worker, initargs=(spec,),
+        ) as pool:
+            futures = {pool.submit(_run_chunk, chunk): chunk for chunk in chunks}
+            for future in concurrent.futures.as_completed(futures):
+                for job, record in zip(futures[future], future.result()):
+                    done[job] = record
+                    if on_record is not None:
+                        on_record(record)
+        return [done[job] for job in jobs]
+
+
+def _by_task(jobs: Iterable[EpisodeJob]) -> list[list[EpisodeJob]]:
+    chunks: dict[int, list[EpisodeJob]] = {}
+    for job in jobs:
+        chunks.setdefault(job.task, []).append(job)
+    return list(chunks.values())
+
+
+def make_executor(workers: int = 1) -> Executor:
+    """:class:`SerialExecutor` for one worker, else a :class:`ProcessPoolExecutor`."""
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    return SerialExecutor() if workers == 1 else ProcessPoolExecutor(workers)
