@@ -70,6 +70,16 @@ FAMILIES: tuple[EnvFamily, ...] = (
         max_episode_steps=8,
         default_budget="fixed:4",
     ),
+    EnvFamily(
+        name="WebShop",
+        entry_point="agentgym_budget.envs.webshop.env:WebShopEnv",
+        description="WebShop text mode (search[...]/click[...]) over a bundled generated 3,000-product "
+        "catalog or upstream's items_*.json, BM25 search (bm25s), upstream's purchase reward",
+        extra="webshop",
+        requires=("bm25s", "Stemmer", "rapidfuzz"),
+        max_episode_steps=15,
+        default_budget="fixed:15",
+    ),
 )
 
 
