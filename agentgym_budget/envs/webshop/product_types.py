@@ -122,7 +122,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         "Cell Phones & Accessories › Cases, Holsters & Sleeves › Basic Cases",
         ("phone case", "protective case", "slim case"),
         ("shockproof", "wireless charging compatible", "slim fit", "raised edges",
-         "anti scratch", "military grade drop protection", "clear back", "kickstand"),
+         "anti scratch", "military grade drop protection", "transparent back", "kickstand"),
         {"color": ("black", "clear", "navy blue", "purple", "pink", "green"),
          "style": ("iphone 13", "iphone 14", "iphone 15", "galaxy s23", "pixel 8")},
         (7.0, 35.0),
@@ -133,7 +133,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
         ("bluetooth speaker", "portable speaker", "wireless speaker"),
         ("waterproof", "long battery life", "stereo sound", "deep bass", "outdoor",
          "built in microphone", "lightweight", "dustproof"),
-        {"color": ("black", "blue", "red", "grey", "camo")},
+        {"color": ("black", "ocean blue", "red", "grey", "camo")},
         (15.0, 149.0),
     ),
     ProductType(
@@ -148,7 +148,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
     ProductType(
         "electronics", "hdmi cable",
         "Electronics › Television & Video › Accessories › Cables › HDMI Cables",
-        ("hdmi cable", "high speed hdmi cord", "hdmi 2.1 cable"),
+        ("hdmi cable", "hdmi cord", "hdmi 2.1 cable"),
         ("4k resolution", "high speed", "gold plated", "nylon braided", "ethernet",
          "plug and play", "durable", "8k resolution"),
         {"size": ("3 ft", "6 ft", "10 ft", "15 ft", "25 ft")},
@@ -158,7 +158,7 @@ PRODUCT_TYPES: tuple[ProductType, ...] = (
     ProductType(
         "fashion", "men's t-shirts",
         "Clothing, Shoes & Jewelry › Men › Clothing › Shirts › T-Shirts",
-        ("t-shirt", "crew neck tee", "short sleeve shirt"),
+        ("t-shirt", "crew neck tee", "cotton tee"),
         ("machine wash", "cotton spandex", "slim fit", "short sleeve", "moisture wicking",
          "relaxed fit", "classic fit", "quick dry"),
         {"color": _COLORS, "size": _APPAREL_SIZES},
