@@ -1,0 +1,127 @@
+"""RayExecutor: same records as the local executors, faults lose nothing and count nothing twice.
+
+A local Ray instance is started once for this module (more logical CPUs than the machine
+has, so that runs with more actors than cores are possible) and shut down at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from agentgym_budget._optional import MissingBackendError
+from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec, SerialExecutor
+
+ray = pytest.importorskip("ray")
+
+from agentgym_budget.distributed import ActorPoolExhaustedError, RayExecutor  # noqa: E402
+
+LOGICAL_CPUS = 6
+SPEC = RolloutSpec("KeyDoor-Budget-v0", "noisy-expert", seed=7, max_budget=6, policy_kwargs={"p": 0.4})
+JOBS = [EpisodeJob(task, attempt, 6) for task in range(24) for attempt in range(5)]
+
+
+@pytest.fixture(scope="module")
+def ray_instance():
+    os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local instance
+    tests_dir = Path(__file__).resolve().parent
+    # Actors are separate processes: let them import this package and the tests' helper policies.
+    pythonpath = os.pathsep.join([str(tests_dir.parent), str(tests_dir), os.environ.get("PYTHONPATH", "")])
+    ray.init(num_cpus=LOGICAL_CPUS, include_dashboard=False, log_to_driver=False,
+             runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+    yield ray
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def reference():
+    return SerialExecutor().run(SPEC, JOBS)
+
+
+@pytest.mark.parametrize(("actors", "chunk_size"), [(1, None), (2, 1), (LOGICAL_CPUS, 7)])
+def test_same_records_as_local_for_any_actor_count(ray_instance, reference, actors, chunk_size):
+    # LOGICAL_CPUS actors are more actors than this machine's cores: chunks finish in any order.
+    seen = []
+    with RayExecutor(actors=actors, chunk_size=chunk_size) as executor:
+        records = executor.run(SPEC, JOBS, on_record=seen.append)
+        assert len(executor.actors) == actors
+        again = executor.run(SPEC, list(reversed(JOBS)))  # actors and envs are reused across runs
+    assert records == reference
+    assert again == list(reversed(reference))
+    assert sorted(seen, key=lambda r: (r.task, r.attempt)) == reference  # every job reported exactly once
+
+
+def test_killed_actor_loses_nothing_and_counts_nothing_twice(ray_instance, reference):
+    seen = []
+    with RayExecutor(actors=3, chunk_size=4) as executor:
+        executor.start()
+        victim = executor.actors[0]
+
+        def kill_once(record):
+            seen.append(record)
+            if len(seen) == 1:
+                ray.kill(victim)
+
+        with pytest.warns(RuntimeWarning, match="actor died"):
+            records = executor.run(SPEC, JOBS, on_record=kill_once)
+        assert executor.actor_failures >= 1
+        assert victim not in executor.actors and len(executor.actors) == 3  # replaced
+    assert records == reference
+    assert len(seen) == len(JOBS)
+    assert {(r.task, r.attempt, r.budget) for r in seen} == {(j.task, j.attempt, j.budget) for j in JOBS}
+
+
+def test_chunk_that_keeps_killing_actors_gives_a_clear_error(ray_instance):
+    from ray_helpers import ExitOnTask
+
+    spec = RolloutSpec("KeyDoor-Budget-v0", ExitOnTask(seed=SPEC.seed, task=3), seed=SPEC.seed, max_budget=6)
+    with RayExecutor(actors=1, chunk_size=5, max_chunk_failures=2) as executor:
+        with pytest.warns(RuntimeWarning), pytest.raises(ActorPoolExhaustedError, match="lost its actor 2 times"):
+            executor.run(spec, JOBS)
+
+
+def test_error_in_policy_is_raised_not_retried(ray_instance):
+    from ray_helpers import RaiseOnTask
+
+    spec = RolloutSpec("KeyDoor-Budget-v0", RaiseOnTask(seed=SPEC.seed, task=2), seed=SPEC.seed, max_budget=6)
+    with RayExecutor(actors=1) as executor:
+        with pytest.raises(ValueError, match="policy bug on purpose"):
+            executor.run(spec, JOBS)
+        assert executor.actor_failures == 0
+
+
+def test_more_actors_than_cluster_cpus_is_a_clear_error(ray_instance):
+    with pytest.raises(ValueError, match="CPUs but the Ray cluster has"):
+        RayExecutor(actors=LOGICAL_CPUS + 1).start()
+
+
+def test_duplicate_jobs_rejected(ray_instance):
+    with pytest.raises(ValueError, match="duplicates"):
+        RayExecutor(actors=1).run(SPEC, JOBS[:2] * 2)
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="actors"):
+        RayExecutor(actors=0)
+    with pytest.raises(ValueError, match="chunk_size"):
+        RayExecutor(actors=1, chunk_size=0)
+
+
+def test_missing_ray_names_the_extra(monkeypatch):
+    from agentgym_budget.distributed.ray_pool import import_ray
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # makes ``import ray`` fail
+    with pytest.raises(MissingBackendError, match=r"pip install 'agentgym-budget\[ray\]'"):
+        import_ray()
+
+
+def test_package_import_does_not_import_ray():
+    import subprocess
+
+    code = "import sys, agentgym_budget, agentgym_budget.distributed, agentgym_budget.eval.rollout; print('ray' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1])
+    assert out.stdout.strip() == "False"
