@@ -148,18 +148,21 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _list(_: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
+    from rich.padding import Padding
 
     from agentgym_budget.envs.registration import FAMILIES
 
-    table = Table(title="agentgym-budget environments")
-    for column in ("ids", "backend", "extra", "installed", "description"):
-        table.add_column(column)
+    console = Console()
+    console.print(f"[bold]{len(FAMILIES)} environment families[/bold] (each registers X-v0 and X-Budget-v0)\n")
     for family in FAMILIES:
-        installed = "[green]yes[/green]" if family.installed else f"[red]no[/red] (pip install 'agentgym-budget[{family.extra}]')"
-        table.add_row("\n".join(family.ids), family.entry_point.split(":")[0], family.extra or "-", installed,
-                      family.description)
-    Console().print(table)
+        if family.installed:
+            status = "[green]installed[/green]"
+        else:
+            status = f"[red]not installed[/red]: pip install 'agentgym-budget[{family.extra}]'"
+        module = family.entry_point.split(":")[0].removeprefix("agentgym_budget.")
+        console.print(f"[bold]{', '.join(family.ids)}[/bold]  {status}")
+        console.print(Padding(f"backend {module}, extra {family.extra or '-'}: {family.description}", (0, 0, 1, 4)),
+                      style="dim", highlight=False)
     return 0
 
 

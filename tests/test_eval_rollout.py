@@ -1,0 +1,165 @@
+"""Rollouts and ``evaluate``: determinism, shortcut vs per-T rollouts, workers, streaming."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from toy_env import CorridorEnv
+
+import agentgym_budget  # noqa: F401  (registers the package envs)
+from agentgym_budget.eval import evaluate
+from agentgym_budget.eval.evaluate import build_jobs, resolve_mode
+from agentgym_budget.eval.rollout import (
+    EpisodeJob,
+    ProcessPoolExecutor,
+    RolloutSpec,
+    SerialExecutor,
+    attempt_seed,
+    make_budgeted_env,
+    task_seed,
+)
+from agentgym_budget.wrappers import TurnBudget
+
+ENV_ID = "EvalCorridor-v0"
+if ENV_ID not in gym.registry:
+    gym.register(ENV_ID, entry_point=CorridorEnv, max_episode_steps=6, kwargs={"min_length": 3, "max_length": 12})
+
+GRID = {"ks": (1, 2, 4), "ts": (3, 6, 10, 20), "tasks": 12, "attempts": 4, "seed": 7}
+
+
+class LastMinutePolicy:
+    """Reads the budget: waits ("look") while it can afford to, then walks east."""
+
+    name = "last-minute"
+    reads_budget = True
+
+    def reset(self, seed: int | None = None) -> None:
+        pass
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        return "go east" if info["turns_left"] <= len(info["expert_plan"]) else "look"
+
+
+def test_seeds_depend_only_on_base_seed_task_and_attempt() -> None:
+    assert task_seed(0, 3) == task_seed(0, 3) != task_seed(0, 4) != task_seed(1, 3)
+    assert attempt_seed(0, 3, 1) != attempt_seed(0, 3, 2)
+    assert attempt_seed(0, 3, 1) != task_seed(0, 3)
+
+
+def test_budgeted_env_drops_the_time_limit_and_forces_budgets() -> None:
+    env = make_budgeted_env(ENV_ID, 30, {})
+    assert isinstance(env, TurnBudget)  # no TimeLimit(6) left underneath to cut episodes short
+    env.reset(seed=0, options={"budget": 25})
+    for _ in range(24):
+        *_, truncated, info = env.step("look")
+        assert not truncated
+    assert env.step("look")[3] is True
+    with pytest.raises(ValueError, match="budget"):
+        make_budgeted_env(ENV_ID, 30, {"budget": 5})
+
+
+def test_episode_records_are_reproducible() -> None:
+    spec = RolloutSpec(ENV_ID, "noisy-expert", seed=3, max_budget=20, policy_kwargs={"p": 0.5})
+    jobs = [EpisodeJob(task, attempt, 20) for task in range(3) for attempt in range(3)]
+    first, second = SerialExecutor().run(spec, jobs), SerialExecutor().run(spec, list(reversed(jobs)))
+    assert first == list(reversed(second))
+    assert len({tuple(r.actions) for r in first}) > 1  # attempts differ
+
+
+def test_record_fields_follow_the_episode() -> None:
+    class Scripted:
+        name, reads_budget = "scripted", False
+
+        def reset(self, seed: int | None = None) -> None:
+            self.turn = 0
+
+        def act(self, obs: str, info: dict[str, Any]) -> str:
+            self.turn += 1
+            return ["go east", "dance", "go west", "go east"][self.turn - 1] if self.turn <= 4 else "go east"
+
+    spec = RolloutSpec(ENV_ID, Scripted(), seed=0, max_budget=50)
+    (record,) = SerialExecutor().run(spec, [EpisodeJob(0, 0, 50)])
+    n = record.plan_length
+    assert record.actions[:4] == ["go east", "dance", "go west", "go east"]
+    assert record.admissible[:4] == [1, 0, 1, 1]
+    assert record.no_effect[:4] == [0, 1, 0, 0]
+    assert record.expert_match[:4] == [1, 0, 0, 1]
+    assert record.plan_left[:4] == [n - 1, n - 1, n, n - 1]
+    assert record.won_turn == record.turns == n + 3  # a wasted turn, a step back and its undoing
+
+
+def test_shortcut_and_per_t_agree_for_a_budget_agnostic_policy() -> None:
+    kwargs = {**GRID, "policy_kwargs": {"p": 0.6}}
+    shortcut = evaluate(ENV_ID, "noisy-expert", mode="shortcut", **kwargs)
+    per_t = evaluate(ENV_ID, "noisy-expert", mode="per_t", **kwargs)
+    assert (shortcut.mode, per_t.mode) == ("shortcut", "per_t")
+    np.testing.assert_array_equal(shortcut.successes, per_t.successes)
+    np.testing.assert_array_equal(shortcut.mean, per_t.mean)
+    assert 0 < shortcut.successes.sum() < shortcut.successes.size * GRID["attempts"]  # not degenerate
+
+
+def test_per_t_is_needed_when_the_policy_reads_the_budget() -> None:
+    auto = evaluate(ENV_ID, LastMinutePolicy(), **GRID)
+    assert auto.mode == "per_t"
+    forced = evaluate(ENV_ID, LastMinutePolicy(), **GRID, mode="per_t")
+    np.testing.assert_array_equal(auto.successes, forced.successes)
+    # With its budget at T it wins whenever T >= the corridor length; one rollout at max T
+    # would only win at the last turn (0 successes at smaller T) - the shortcut is refused.
+    assert auto.successes[GRID["ts"].index(10)].sum() > 0
+    with pytest.raises(ValueError, match="budget-agnostic"):
+        evaluate(ENV_ID, LastMinutePolicy(), **GRID, mode="shortcut")
+
+
+def test_auto_mode_runs_per_t_when_the_env_shows_the_budget() -> None:
+    result = evaluate(ENV_ID, "noisy-expert", **GRID, env_kwargs={"show_budget": True})
+    assert result.show_budget and result.mode == "per_t"
+    assert resolve_mode("auto", show_budget=False, reads_budget=False) == "shortcut"
+    with pytest.raises(ValueError, match="mode"):
+        resolve_mode("fast", False, False)
+
+
+def test_pass_rises_with_k_and_t() -> None:
+    result = evaluate(ENV_ID, "noisy-expert", **GRID, policy_kwargs={"p": 0.6})
+    assert np.all(np.diff(result.mean, axis=0) >= -1e-12)
+    assert np.all(np.diff(result.mean, axis=1) >= -1e-12)
+    assert result.value(4, 20) > result.value(1, 3)
+
+
+def test_two_workers_give_identical_results() -> None:
+    serial = evaluate(ENV_ID, "noisy-expert", **GRID, workers=1)
+    pooled = evaluate(ENV_ID, "noisy-expert", **GRID, workers=2)
+    np.testing.assert_array_equal(serial.successes, pooled.successes)
+    np.testing.assert_array_equal(serial.grid.ci_low, pooled.grid.ci_low)
+    assert serial.metrics == pooled.metrics
+
+
+def test_process_pool_returns_records_in_job_order() -> None:
+    spec = RolloutSpec(ENV_ID, "random", seed=1, max_budget=10)
+    jobs = build_jobs(tasks=5, attempts=2, ts=(5, 10), mode="per_t")
+    seen = []
+    records = ProcessPoolExecutor(2).run(spec, jobs, seen.append)
+    assert [(r.task, r.attempt, r.budget) for r in records] == [(j.task, j.attempt, j.budget) for j in jobs]
+    assert sorted(seen, key=lambda r: (r.task, r.attempt, r.budget)) == records
+    assert records == SerialExecutor().run(spec, jobs)
+
+
+def test_records_stream_to_jsonl(tmp_path) -> None:
+    count = []
+    result = evaluate(ENV_ID, "random", ks=(1,), ts=(5,), tasks=3, attempts=2, out=tmp_path, on_record=count.append)
+    lines = (tmp_path / "episodes.jsonl").read_text().splitlines()
+    assert len(lines) == len(count) == result.timing["episodes"] == 6
+    assert {"task", "attempt", "budget", "won_turn", "actions"} <= json.loads(lines[0]).keys()
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [({"ks": (8,), "attempts": 4}, "attempts"), ({"tasks": 0}, "tasks"), ({"ts": (0,)}, ">= 1"), ({"seed": -1}, "seed")],
+)
+def test_bad_arguments_are_rejected(kwargs: dict[str, Any], message: str) -> None:
+    args = {"ks": (1,), "ts": (5,), "tasks": 2, "attempts": 2, **kwargs}
+    with pytest.raises(ValueError, match=message):
+        evaluate(ENV_ID, "random", **args)
