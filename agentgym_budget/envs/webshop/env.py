@@ -70,7 +70,7 @@ __all__ = ["SEARCH_RETURN_N", "SPLITS", "WebShopEnv", "load_shop", "split_goal_i
 #: Hits a search returns (upstream ``SEARCH_RETURN_N``).
 SEARCH_RETURN_N = 50
 SPLITS = ("all", "train", "dev", "test")
-_ACTION = re.compile(r"(.+)\[(.+)\]", re.DOTALL)  # upstream engine.parse_action
+_ACTION = re.compile(r"(.+)\[(.+)\]")  # upstream engine.parse_action
 PageKind = Literal["search", "results", "item", "item_sub", "done"]
 
 
