@@ -19,15 +19,15 @@ Example:
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
 
+from agentgym_budget.eval.episode_log import EpisodeLog, EvaluationInterrupted, run_identity, sigterm_as_interrupt
 from agentgym_budget.eval.metrics import DEFAULT_EARLY_TURNS, DEFAULT_PLAN_EDGES, behaviour_metrics
 from agentgym_budget.eval.passkt import passkt_grid
 from agentgym_budget.eval.results import PassKTResult
@@ -115,7 +115,10 @@ def evaluate(
     mode: Mode = "auto",
     *,
     executor: Executor | None = None,
+    backend: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
     out: str | Path | None = None,
+    resume: bool = False,
     on_record: Callable[[EpisodeRecord], None] | None = None,
     bootstrap: int = 1000,
     ci_level: float = 0.95,
@@ -131,12 +134,20 @@ def evaluate(
         ks, ts: the attempts K and budgets T of the grid (every K <= ``attempts``).
         tasks: tasks (env reset seeds derived from ``seed``); attempts: N per task.
         seed: base seed; every episode's seeds derive from (seed, task, attempt).
-        workers: processes (1: in this process); the result does not depend on it.
+        workers: processes (1: in this process); with ``backend="ray"``, Ray actors (1, the
+            default, means one per CPU of the cluster).  The result does not depend on it.
         env_kwargs: ``gym.make`` kwargs (``show_budget=True`` shows the budget to the agent).
         mode: ``"auto"``, ``"shortcut"`` or ``"per_t"`` (see the module docstring).
         executor: runs the episodes (default: :func:`~agentgym_budget.eval.rollout.make_executor`
             with ``workers``); any object with ``run(spec, jobs, on_record)``.
-        out: folder to stream ``episodes.jsonl`` into as episodes finish (``None``: no file).
+        backend: ``"local"`` (processes on this machine) or ``"ray"`` (a
+            :class:`~agentgym_budget.distributed.RayExecutor`; needs the ``ray`` extra).
+        ray_address: the Ray cluster to join (``"auto"``, ``"HOST:PORT"``); ``None`` starts a
+            local Ray instance unless Ray is already initialised.
+        out: folder to stream ``episodes.jsonl`` into as episodes finish (``None``: no file);
+            see :mod:`~agentgym_budget.eval.episode_log`.
+        resume: keep the episodes already in ``out`` (from a run with the same settings) and
+            run only the missing ones; the result equals an uninterrupted run's.
         on_record: called with each :class:`EpisodeRecord` as it finishes (e.g. a progress bar).
         bootstrap, ci_level: bootstrap resamples over tasks and the CI level per cell.
         early_turns, plan_edges: parameters of the behaviour metrics (see ``eval.metrics``).
@@ -151,6 +162,15 @@ def evaluate(
     resolved = resolve_mode(mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
     jobs = build_jobs(tasks, attempts, ts, resolved)
 
+    if backend not in ("local", "ray"):
+        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+    if resume and out is None:
+        raise ValueError("resume=True needs out= (the folder holding episodes.jsonl)")
+    owned_executor = None  # an executor made here is closed here
+    if executor is None and backend == "ray":
+        from agentgym_budget.distributed import RayExecutor
+
+        executor = owned_executor = RayExecutor(actors=None if workers == 1 else workers, address=ray_address)
     executor = executor if executor is not None else make_executor(workers)
     # A serial run reuses the policy built here; other executors rebuild a named policy per worker.
     reuse = isinstance(executor, SerialExecutor) or not isinstance(policy, str)
@@ -158,24 +178,43 @@ def evaluate(
         env_id=env_id, policy=policy_obj if reuse else policy, seed=seed, max_budget=max(ts),
         env_kwargs=env_kwargs, policy_kwargs={} if reuse else policy_kwargs,
     )
-    stream: IO[str] | None = None
+    log: EpisodeLog | None = None
+    saved: dict[EpisodeJob, EpisodeRecord] = {}
     if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        stream = (Path(out) / "episodes.jsonl").open("w")
+        run = run_identity(env_id, env_kwargs, getattr(policy_obj, "name", type(policy_obj).__name__), seed,
+                           resolved, [job.budget for job in jobs])
+        log, previous = EpisodeLog.open(out, run, resume)
+        wanted = set(jobs)
+        saved = {job: r for r in previous if (job := EpisodeJob(r.task, r.attempt, r.budget)) in wanted}
+    missing = [job for job in jobs if job not in saved]
 
     def record_done(record: EpisodeRecord) -> None:
-        if stream is not None:
-            stream.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
+        if log is not None:
+            log.write(record)
         if on_record is not None:
             on_record(record)
 
+    if on_record is not None:  # the episodes kept from the log count as done (e.g. for a progress bar)
+        for record in saved.values():
+            on_record(record)
     start = time.perf_counter()
     try:
-        records = executor.run(spec, jobs, record_done)
+        with sigterm_as_interrupt():
+            new = dict(zip(missing, executor.run(spec, missing, record_done)))
+    except KeyboardInterrupt as e:
+        if log is None:
+            raise
+        raise EvaluationInterrupted(
+            f"interrupted ({str(e) or 'Ctrl-C'}): {len(saved) + log.written} of {len(jobs)} episodes are saved in "
+            f"{log.path}; run the same command with --resume (Python: resume=True) to run only the missing ones"
+        ) from None
     finally:
-        if stream is not None:
-            stream.close()
+        if log is not None:
+            log.close()
+        if owned_executor is not None:
+            owned_executor.close()
     rollout_seconds = time.perf_counter() - start
+    records = [saved[job] if job in saved else new[job] for job in jobs]
 
     start = time.perf_counter()
     metrics = behaviour_metrics(records, ts, early_turns, plan_edges)
@@ -192,9 +231,10 @@ def evaluate(
         task_seeds=[task_seed(seed, task) for task in range(tasks)], plan_lengths=plan_lengths, grid=grid,
         metrics=metrics,
         config={"env_kwargs": _jsonable(env_kwargs), "policy_kwargs": _jsonable(policy_kwargs), "workers": workers,
-                "executor": type(executor).__name__, "bootstrap": bootstrap, "requested_mode": mode},
+                "executor": type(executor).__name__, "backend": backend, "bootstrap": bootstrap, "requested_mode": mode},
         timing={"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
-                "steps": steps, "episodes_per_second": len(records) / rollout_seconds if rollout_seconds else 0.0},
+                "steps": steps, "resumed_episodes": len(saved),
+                "episodes_per_second": len(missing) / rollout_seconds if rollout_seconds else 0.0},
     )
 
 

@@ -48,6 +48,7 @@ Example:
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import Any
 
@@ -77,30 +78,33 @@ def _rate(numerator: int, denominator: int) -> float | None:
 
 def decision_quality(records: Sequence[EpisodeRecord], early_turns: int = DEFAULT_EARLY_TURNS) -> dict[str, Any]:
     """Expert-agreement rate overall, on early and on late turns (see the module docstring)."""
-    matches = [(t, m) for r in records for t, m in enumerate(r.expert_match, start=1) if m != UNKNOWN]
-    early = [m for t, m in matches if t <= early_turns]
-    late = [m for t, m in matches if t > early_turns]
+    hits = {"early": 0, "late": 0}
+    known = {"early": 0, "late": 0}
+    for record in records:  # list.count keeps this pass cheap next to the rollouts
+        for part, matches in (("early", record.expert_match[:early_turns]), ("late", record.expert_match[early_turns:])):
+            hits[part] += matches.count(1)
+            known[part] += len(matches) - matches.count(UNKNOWN)
     return {
-        "overall": _rate(sum(m for _, m in matches), len(matches)),
-        "early": _rate(sum(early), len(early)),
-        "late": _rate(sum(late), len(late)),
-        "turns": len(matches),
-        "early_turns": len(early),
-        "late_turns": len(late),
+        "overall": _rate(hits["early"] + hits["late"], known["early"] + known["late"]),
+        "early": _rate(hits["early"], known["early"]),
+        "late": _rate(hits["late"], known["late"]),
+        "turns": known["early"] + known["late"],
+        "early_turns": known["early"],
+        "late_turns": known["late"],
     }
 
 
 def error_turns(record: EpisodeRecord) -> list[int]:
     """The (1-based) turns of ``record`` that are errors: invalid, no-effect or detour."""
-    errors = []
-    previous = record.plan_length
-    for t in range(1, record.turns + 1):
-        plan = record.plan_left[t - 1]
-        detour = previous != UNKNOWN and plan != UNKNOWN and plan > previous
-        if record.admissible[t - 1] == 0 or record.no_effect[t - 1] == 1 or detour:
-            errors.append(t)
-        previous = plan
-    return errors
+    before = [record.plan_length, *record.plan_left[:-1]]
+    return [
+        t
+        for t, (valid, no_effect, prev, plan) in enumerate(
+            zip(record.admissible, record.no_effect, before, record.plan_left), start=1
+        )
+        # plan > prev >= 0: a detour between two known plan lengths (UNKNOWN is -1)
+        if valid == 0 or no_effect == 1 or plan > prev >= 0
+    ]
 
 
 def error_recovery(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
@@ -110,18 +114,18 @@ def error_recovery(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     n_errors = 0
     for record in records:
         errors = error_turns(record)
-        if errors:
-            with_error += 1
-            won_with_error += record.won
-        else:
+        if not errors:
             without_error += 1
             won_without_error += record.won
+            continue
+        with_error += 1
+        won_with_error += record.won
         n_errors += len(errors)
         matching = [t for t, m in enumerate(record.expert_match, start=1) if m == 1]
         for t in errors:
-            later = next((u for u in matching if u > t), None)
-            if later is not None:
-                recover_times.append(later - t)
+            index = bisect.bisect_right(matching, t)  # first expert-matching turn after t
+            if index < len(matching):
+                recover_times.append(matching[index] - t)
     return {
         "episodes_with_error": with_error,
         "success_after_error": _rate(won_with_error, with_error),
@@ -151,19 +155,33 @@ def resilience(
     if list(plan_edges) != sorted(set(plan_edges)) or not plan_edges:
         raise ValueError(f"plan_edges must be increasing and non-empty, got {plan_edges}")
     order = [_bucket_label(e, plan_edges) for e in [*plan_edges, plan_edges[-1] + 1]] + ["unknown"]
-    by_plan: dict[str, dict[str, Any]] = {}
-    for t in ts:
-        for record in records_for_budget(records, t):
-            bucket = by_plan.setdefault(_bucket_label(record.plan_length, plan_edges), {"episodes": {}, "won": {}})
-            bucket["episodes"][t] = bucket["episodes"].get(t, 0) + 1
-            bucket["won"][t] = bucket["won"].get(t, 0) + record.won_within(t)
+    index_of = {label: i for i, label in enumerate(order)}
+    label_index = {length: index_of[_bucket_label(length, plan_edges)] for length in {r.plan_length for r in records}}
+    budgets = sorted({r.budget for r in records})
+    episodes = np.zeros((len(order), len(ts)), dtype=np.int64)
+    wins = np.zeros((len(order), len(ts)), dtype=np.int64)
+    # The records used at T only change when T passes one of the budgets run: select them once per budget.
+    selected: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for j, t in enumerate(ts):
+        budget = next((b for b in budgets if b >= t), None)
+        if budget is None:
+            continue
+        if budget not in selected:
+            chosen = records_for_budget(records, t)
+            selected[budget] = (
+                np.array([label_index[r.plan_length] for r in chosen], dtype=np.int64),
+                np.array([np.inf if r.won_turn is None else r.won_turn for r in chosen], dtype=float),
+            )
+        labels, won_turns = selected[budget]
+        episodes[:, j] = np.bincount(labels, minlength=len(order))
+        wins[:, j] = np.bincount(labels, weights=won_turns <= t, minlength=len(order)).astype(np.int64)
     by_plan_length = {
         label: {
-            "episodes": max(by_plan[label]["episodes"].values()),
-            "success": {str(t): _rate(by_plan[label]["won"].get(t, 0), by_plan[label]["episodes"].get(t, 0)) for t in ts},
+            "episodes": int(episodes[i].max()),
+            "success": {str(t): _rate(int(wins[i, j]), int(episodes[i, j])) for j, t in enumerate(ts)},
         }
-        for label in order
-        if label in by_plan
+        for i, label in enumerate(order)
+        if episodes[i].any()
     }
     longest = max((r.budget for r in records), default=0)
     won = [r for r in records if r.budget == longest and r.won]

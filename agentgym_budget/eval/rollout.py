@@ -296,16 +296,20 @@ def _run_chunk(jobs: list[EpisodeJob]) -> list[EpisodeRecord]:
 class ProcessPoolExecutor:
     """Runs jobs in ``workers`` processes; each process builds one env and one policy.
 
-    Jobs are sent task by task (all attempts and budgets of a task together), so each process
-    reuses its env across many episodes.  ``start_method`` is a ``multiprocessing`` start
-    method (``None``: ``"fork"`` where available — fast, and processes inherit envs registered
-    at run time — else the platform default).
+    Jobs are sent in chunks of whole tasks (all attempts and budgets of a few consecutive
+    tasks), about ``chunks_per_worker`` chunks per process: few enough that messaging costs
+    little next to the episodes, enough that processes finish together.  ``start_method`` is
+    a ``multiprocessing`` start method (``None``: ``"fork"`` where available — fast, and
+    processes inherit envs registered at run time — else the platform default).
     """
 
-    def __init__(self, workers: int, start_method: str | None = None) -> None:
+    def __init__(self, workers: int, start_method: str | None = None, chunks_per_worker: int = 4) -> None:
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
+        if chunks_per_worker < 1:
+            raise ValueError(f"chunks_per_worker must be >= 1, got {chunks_per_worker}")
         self.workers = workers
+        self.chunks_per_worker = chunks_per_worker
         if start_method is None:
             start_method = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
         self.start_method = start_method
@@ -313,7 +317,7 @@ class ProcessPoolExecutor:
     def run(
         self, spec: RolloutSpec, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None
     ) -> list[EpisodeRecord]:
-        chunks = _by_task(jobs)
+        chunks = _chunks_of_tasks(jobs, self.workers * self.chunks_per_worker)
         context = multiprocessing.get_context(self.start_method)
         done: dict[EpisodeJob, EpisodeRecord] = {}
         with concurrent.futures.ProcessPoolExecutor(
@@ -329,11 +333,14 @@ class ProcessPoolExecutor:
         return [done[job] for job in jobs]
 
 
-def _by_task(jobs: Iterable[EpisodeJob]) -> list[list[EpisodeJob]]:
-    chunks: dict[int, list[EpisodeJob]] = {}
+def _chunks_of_tasks(jobs: Iterable[EpisodeJob], n_chunks: int) -> list[list[EpisodeJob]]:
+    """Split ``jobs`` into at most ``n_chunks`` lists of whole, consecutive tasks."""
+    by_task: dict[int, list[EpisodeJob]] = {}
     for job in jobs:
-        chunks.setdefault(job.task, []).append(job)
-    return list(chunks.values())
+        by_task.setdefault(job.task, []).append(job)
+    tasks = list(by_task.values())
+    bounds = np.linspace(0, len(tasks), min(n_chunks, len(tasks)) + 1).round().astype(int)
+    return [[job for task in tasks[a:b] for job in task] for a, b in zip(bounds, bounds[1:]) if b > a]
 
 
 def make_executor(workers: int = 1) -> Executor:

@@ -1,0 +1,69 @@
+"""Pass@(K,T) evaluation throughput: --workers 1 vs --workers 2, and the cost of the metrics pass.
+
+Runs the same evaluation (default: the Quickstart main job, ALFWorld-Budget-v0 x noisy-expert,
+50 tasks x 8 attempts, T up to 50) once in-process and once with a pool of 2 processes, side
+by side, and prints:
+
+* episodes/s of each and the speedup (target >= 1.7x on 2 cores);
+* that both gave identical success counts (the result must not depend on --workers);
+* the behaviour-metrics pass as a fraction of rollout time (target < 5 %).
+
+    python benchmarks/passkt_throughput.py
+    python benchmarks/passkt_throughput.py --env KeyDoor-Budget-v0 --tasks 200 --t 1,2,4
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import numpy as np
+
+import agentgym_budget  # noqa: F401  (registers the envs)
+from agentgym_budget.eval import evaluate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="ALFWorld-Budget-v0")
+    parser.add_argument("--policy", default="noisy-expert")
+    parser.add_argument("--tasks", type=int, default=50)
+    parser.add_argument("--attempts", type=int, default=8)
+    parser.add_argument("--k", default="1,2,4,8")
+    parser.add_argument("--t", default="5,10,20,30,50")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=2, help="pool size compared with 1 worker")
+    args = parser.parse_args()
+    ks = [int(k) for k in args.k.split(",")]
+    ts = [int(t) for t in args.t.split(",")]
+
+    runs = {}
+    for workers in (1, args.workers):
+        start = time.perf_counter()
+        result = evaluate(args.env, args.policy, ks=ks, ts=ts, tasks=args.tasks, attempts=args.attempts,
+                          seed=args.seed, workers=workers, bootstrap=1000)
+        runs[workers] = (result, time.perf_counter() - start)
+
+    print(f"{args.env} x {args.policy}: {args.tasks} tasks x {args.attempts} attempts, T={ts}, "
+          f"mode={runs[1][0].mode}")
+    print(f"{'workers':>8} {'episodes':>9} {'turns':>7} {'rollout s':>10} {'episodes/s':>11} {'turns/s':>8} "
+          f"{'metrics ms':>11} {'metrics/rollout':>16} {'total s':>8}")
+    for workers, (result, total) in runs.items():
+        t = result.timing
+        print(f"{workers:>8} {t['episodes']:>9} {t['steps']:>7} {t['rollout_seconds']:>10.2f} "
+              f"{t['episodes_per_second']:>11.1f} {t['steps'] / t['rollout_seconds']:>8.0f} "
+              f"{t['metrics_seconds'] * 1000:>11.1f} {t['metrics_seconds'] / t['rollout_seconds']:>15.2%} {total:>8.2f}")
+    one, many = runs[1][0], runs[args.workers][0]
+    speedup = many.timing["episodes_per_second"] / one.timing["episodes_per_second"]
+    print(f"speedup workers={args.workers} vs 1: {speedup:.2f}x (target >= 1.7x on 2 cores)")
+    print(f"identical success counts: {bool(np.array_equal(one.successes, many.successes))}")
+    print(f"metrics pass / rollout time (workers=1): {one.timing['metrics_seconds'] / one.timing['rollout_seconds']:.2%} "
+          f"(target < 5%)")
+    print("Pass@(K,T) at workers=1 (K down, T across):")
+    print("      " + " ".join(f"{t:>6}" for t in ts))
+    for i, k in enumerate(ks):
+        print(f"K={k:<3} " + " ".join(f"{v:6.3f}" for v in one.mean[i]))
+
+
+if __name__ == "__main__":
+    main()
