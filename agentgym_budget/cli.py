@@ -64,7 +64,15 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--tasks", type=int, default=50, help="tasks (env reset seeds), default 50")
     ev.add_argument("--attempts", type=int, default=None, help="attempts N per task (default max(K))")
     ev.add_argument("--seed", type=int, default=0, help="base seed (default 0)")
-    ev.add_argument("--workers", type=int, default=1, help="worker processes; results do not depend on it")
+    ev.add_argument("--workers", type=int, default=1,
+                    help="worker processes, or Ray actors with --backend ray (there 1 = one per cluster CPU); "
+                         "results do not depend on it")
+    ev.add_argument("--backend", choices=["local", "ray"], default="local",
+                    help="local processes, or Ray actors (needs the 'ray' extra)")
+    ev.add_argument("--ray-address", default=None,
+                    help="Ray cluster to join with --backend ray (auto, HOST:PORT); default: a local Ray instance")
+    ev.add_argument("--resume", action="store_true",
+                    help="keep the episodes already in --out/episodes.jsonl (same settings) and run only the missing")
     ev.add_argument("--mode", choices=["auto", "shortcut", "per_t"], default="auto",
                     help="auto: one rollout at max T unless the budget is shown/read (then one per T)")
     ev.add_argument("--out", default="results", help="output folder (default results/)")
@@ -101,11 +109,13 @@ def _eval(args: argparse.Namespace) -> int:
     with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=Console(stderr=True), transient=True, disable=args.no_progress) as progress:
         bar = progress.add_task(f"{args.env} x {policy.name} ({mode})", total=total)
+        by_name = args.workers > 1 or args.backend == "ray"  # workers build their own policy from its name
         result = evaluate(
-            args.env, args.policy if args.workers > 1 else policy, ks=args.k, ts=args.t, tasks=args.tasks,
+            args.env, args.policy if by_name else policy, ks=args.k, ts=args.t, tasks=args.tasks,
             attempts=attempts, seed=args.seed, workers=args.workers, env_kwargs=env_kwargs,
-            policy_kwargs=policy_kwargs if args.workers > 1 else None, mode=args.mode, out=out,
+            policy_kwargs=policy_kwargs if by_name else None, mode=args.mode, out=out,
             on_record=lambda _: progress.advance(bar), bootstrap=args.bootstrap,
+            backend=args.backend, ray_address=args.ray_address, resume=args.resume,
         )
     written = [*result.save(out), out / "episodes.jsonl"]
     if not args.no_plots:
@@ -170,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     args = _parser().parse_args(argv)
     from agentgym_budget._optional import MissingBackendError
+    from agentgym_budget.eval.episode_log import EvaluationInterrupted
 
     command = {"eval": _eval, "compare": _compare, "list": _list}[args.command]
     try:
@@ -177,6 +188,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MissingBackendError, ValueError, FileNotFoundError) as e:
         print(f"agentgym-budget {args.command}: error: {e}", file=sys.stderr)
         return 2
+    except EvaluationInterrupted as e:
+        print(f"agentgym-budget {args.command}: {e}", file=sys.stderr)
+        return 130  # the shell's code for a run stopped by SIGINT
 
 
 if __name__ == "__main__":

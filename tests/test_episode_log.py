@@ -1,0 +1,157 @@
+"""episodes.jsonl: streamed per finished episode; resume runs only what is missing and gives the
+uninterrupted result; foreign, corrupt or mismatched logs are clear errors; Ctrl-C / SIGTERM
+leave a valid partial log and say how to resume."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from agentgym_budget.eval import evaluate
+from agentgym_budget.eval.episode_log import (
+    EPISODES_FILE,
+    RUN_FILE,
+    EvaluationInterrupted,
+    ResumeError,
+    read_episodes,
+)
+
+ENV_ID = "KeyDoor-Budget-v0"
+ARGS = dict(ks=(1, 2), ts=(2, 4), tasks=12, attempts=3, seed=3, policy_kwargs={"p": 0.4}, bootstrap=50)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def assert_same_result(a, b) -> None:
+    np.testing.assert_array_equal(a.successes, b.successes)
+    np.testing.assert_array_equal(a.grid.mean, b.grid.mean)
+    np.testing.assert_array_equal(a.grid.ci_low, b.grid.ci_low)
+    assert a.metrics == b.metrics
+    assert a.plan_lengths == b.plan_lengths
+
+
+def stop_after(n: int):
+    seen = []
+
+    def on_record(record) -> None:
+        seen.append(record)
+        if len(seen) == n:
+            raise KeyboardInterrupt
+
+    return on_record
+
+
+@pytest.fixture(scope="module")
+def fresh():
+    return evaluate(ENV_ID, "noisy-expert", **ARGS)
+
+
+def interrupted_run(out: Path, after: int = 10) -> None:
+    with pytest.raises(EvaluationInterrupted, match=r"10 of 36 episodes are saved .* --resume"):
+        evaluate(ENV_ID, "noisy-expert", out=out, on_record=stop_after(after), **ARGS)
+
+
+def test_interrupted_then_resumed_equals_uninterrupted(tmp_path, fresh):
+    interrupted_run(tmp_path)
+    assert len(read_episodes(tmp_path)) == 10
+    seen = []
+    resumed = evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, on_record=seen.append, **ARGS)
+    assert_same_result(resumed, fresh)
+    assert resumed.timing["resumed_episodes"] == 10
+    assert len(seen) == 36  # the kept episodes count as done too (progress bars)
+    assert len(read_episodes(tmp_path)) == 36  # appended, nothing twice
+
+
+def test_resume_with_more_tasks_extends_the_run(tmp_path):
+    small = {**ARGS, "tasks": 5}
+    evaluate(ENV_ID, "noisy-expert", out=tmp_path, **small)
+    extended = evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, **ARGS)
+    assert extended.timing["resumed_episodes"] == 15
+    assert_same_result(extended, evaluate(ENV_ID, "noisy-expert", **ARGS))
+
+
+def test_resume_without_a_log_starts_fresh(tmp_path, fresh):
+    assert_same_result(evaluate(ENV_ID, "noisy-expert", out=tmp_path / "new", resume=True, **ARGS), fresh)
+
+
+def test_resume_needs_out():
+    with pytest.raises(ValueError, match="needs out="):
+        evaluate(ENV_ID, "noisy-expert", resume=True, **ARGS)
+
+
+def test_torn_last_line_is_dropped_and_rerun(tmp_path, fresh):
+    interrupted_run(tmp_path)
+    path = tmp_path / EPISODES_FILE
+    path.write_text(path.read_text() + '{"task": 3, "attem')  # killed mid-write
+    with pytest.warns(RuntimeWarning, match="incomplete last line"):
+        resumed = evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, **ARGS)
+    assert_same_result(resumed, fresh)
+    assert len(read_episodes(tmp_path)) == 36
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"seed": 4}, "seed: saved 3, now 4"),
+        ({"policy_kwargs": {"p": 0.9}}, "policy: saved"),
+        ({"ts": (2, 5)}, "budgets"),
+        ({"env_kwargs": {"show_budget": True}}, "env_kwargs"),
+    ],
+)
+def test_resume_of_a_different_run_is_refused(tmp_path, change, message):
+    interrupted_run(tmp_path)
+    with pytest.raises(ResumeError, match=message):
+        evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, **{**ARGS, **change})
+
+
+def test_foreign_and_corrupt_logs_are_clear_errors(tmp_path):
+    (tmp_path / EPISODES_FILE).write_text('{"a": 1}\n')
+    with pytest.raises(ResumeError, match=f"no {RUN_FILE}"):
+        evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, **ARGS)
+    (tmp_path / RUN_FILE).write_text(json.dumps({"format": "something/else"}))
+    with pytest.raises(ResumeError, match="not an agentgym-budget episode log"):
+        evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, **ARGS)
+
+    interrupted_run(tmp_path)
+    path = tmp_path / EPISODES_FILE
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join(lines[:3] + ["not json\n"] + lines[3:]))
+    with pytest.raises(ResumeError, match="line 4 is not an episode record"):
+        evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, **ARGS)
+    path.write_text("".join(lines + lines[:1]))
+    with pytest.raises(ResumeError, match="line 11: a second record"):
+        evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, **ARGS)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_leaves_a_valid_log_and_resume_finishes_it(tmp_path):
+    """End to end through the CLI: SIGTERM mid-run, exit 130 with the resume hint, then --resume."""
+    common = ["--env", ENV_ID, "--k", "1,4", "--t", "2,4", "--attempts", "4", "--seed", "1", "--no-plots",
+              "--no-progress", "--bootstrap", "20", "--out", str(tmp_path)]
+    cli = [sys.executable, "-m", "agentgym_budget.cli", "eval", "--tasks", "4000", *common]
+    proc = subprocess.Popen(cli, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    log = tmp_path / EPISODES_FILE
+    deadline = time.monotonic() + 60
+    while not (log.exists() and log.stat().st_size > 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    _, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 130, stderr
+    assert "--resume" in stderr and "SIGTERM" in stderr
+    partial = read_episodes(tmp_path)  # every line valid
+    assert 0 < len(partial) < 16000
+
+    # Resume a smaller grid so that the test stays fast: the kept episodes of tasks < 50 count.
+    done = subprocess.run([sys.executable, "-m", "agentgym_budget.cli", "eval", "--tasks", "50", "--resume",
+                           *common], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    resumed = json.loads((tmp_path / "passkt.json").read_text())
+    fresh = evaluate(ENV_ID, "noisy-expert", ks=(1, 4), ts=(2, 4), tasks=50, attempts=4, seed=1, bootstrap=20)
+    assert resumed["successes"] == fresh.successes.tolist()
+    assert resumed["timing"]["resumed_episodes"] == min(len(partial), 200)  # a serial run saves tasks in order
