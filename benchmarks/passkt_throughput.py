@@ -15,6 +15,7 @@ by side, and prints:
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -38,6 +39,7 @@ def main() -> None:
     ts = [int(t) for t in args.t.split(",")]
 
     runs = {}
+    load_before = os.getloadavg()[0]
     for workers in (1, args.workers):
         start = time.perf_counter()
         result = evaluate(args.env, args.policy, ks=ks, ts=ts, tasks=args.tasks, attempts=args.attempts,
@@ -56,6 +58,8 @@ def main() -> None:
     one, many = runs[1][0], runs[args.workers][0]
     speedup = many.timing["episodes_per_second"] / one.timing["episodes_per_second"]
     print(f"speedup workers={args.workers} vs 1: {speedup:.2f}x (target >= 1.7x on 2 cores)")
+    print(f"machine: {os.cpu_count()} CPUs, 1-min load average {load_before:.1f} before / {os.getloadavg()[0]:.1f} after "
+          "(other busy processes share the cores: the speedup is only meaningful on an otherwise idle machine)")
     print(f"identical success counts: {bool(np.array_equal(one.successes, many.successes))}")
     print(f"metrics pass / rollout time (workers=1): {one.timing['metrics_seconds'] / one.timing['rollout_seconds']:.2%} "
           f"(target < 5%)")
