@@ -1,0 +1,9 @@
+"""Adapters to other RL stacks; each module imports its library only when used.
+
+* :mod:`agentgym_budget.integrations.sb3` — Stable-Baselines3 / sb3-contrib: text envs as
+  ``Discrete`` over admissible commands with action masks and a ``Box`` observation encoder.
+* :mod:`agentgym_budget.integrations.pettingzoo` — a multi-agent text world as a PettingZoo
+  ``ParallelEnv`` / AEC env.
+* :mod:`agentgym_budget.integrations.pettingzoo_budget` — turn budgets (per-agent or shared)
+  for any PettingZoo env.
+"""
