@@ -1,19 +1,20 @@
 """Differential testing: drive two ALFWorld engines with the same commands and compare every step.
 
 Used by ``tests/test_alfworld_fast_equivalence.py`` (a small sample) and
-``benchmarks/alfworld_equivalence.py`` (everything that fits in the time given).  Each
-episode plays the game's walkthrough when it has one (the expert's commands), then a random
-mix of admissible commands (biased away from ``go to`` so objects get moved, heated,
-sliced, ...) and inadmissible strings (other objects' commands, wrong case, extra words,
-gibberish, padding whitespace).  At every step the observation, the admissible commands
-(order included) and ``won`` (hence the reward, ``1.0`` iff won) must be identical.
+``benchmarks/alfworld_equivalence.py`` (everything that fits in the time given).  An
+episode follows the handcoded expert (an expert trajectory), the expert with random detours,
+or a random mix of admissible commands (biased away from ``go to`` so objects get moved,
+heated, sliced, ...) and inadmissible strings (other objects' commands, wrong case, extra
+words, gibberish, padding whitespace).  At every step the observation, the admissible
+commands (order included), ``won`` (hence the reward, which the env derives from ``won``)
+and the expert's next action must be identical.
 
 Example:
     >>> import random
     >>> from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
     >>> from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game
     >>> game = fuzz_game(random.Random(0))
-    >>> report = compare_episode(FastAlfredEngine(), FastAlfredEngine(), game, random.Random(0), steps=20)
+    >>> report = compare_episode(FastAlfredEngine(), FastAlfredEngine(), game, random.Random(0), steps=20, mode="random")
     >>> report.steps, report.mismatches
     (21, [])
 """
@@ -27,7 +28,7 @@ from typing import Any
 
 from agentgym_budget.envs.alfworld.engine import AlfredEngine, EngineStep
 
-__all__ = ["EpisodeReport", "Mismatch", "compare_episode", "next_command"]
+__all__ = ["MODES", "EpisodeReport", "Mismatch", "compare_episode", "next_command"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,8 @@ class EpisodeReport:
     steps: int = 0
     mismatches: list[Mismatch] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    #: with ``record=True``: the reference's (command, observation, admissible, won) per step.
+    transcript: list[tuple[str | None, str, list[str], bool]] = field(default_factory=list)
 
 
 def _diff(game_id: str, step: int, command: str | None, expected: EngineStep, got: EngineStep) -> Mismatch | None:
@@ -99,37 +102,89 @@ def next_command(rng: random.Random, admissible: Sequence[str], names: Sequence[
     return rng.choice(list(admissible))
 
 
+class _ExpertPair:
+    """The same seeded handcoded expert on each engine's stream (their actions must agree)."""
+
+    def __init__(self, game: Any, seed: int) -> None:
+        from agentgym_budget.envs.alfworld.expert import HandCodedExpert
+
+        self.experts = [HandCodedExpert(game.task_params, random.Random(seed)) for _ in range(2)]
+
+    def start(self, observations: tuple[str, str]) -> tuple[str, str]:
+        return self.experts[0].start(observations[0]), self.experts[1].start(observations[1])
+
+    def advance(self, command: str, steps: tuple[EngineStep, EngineStep]) -> tuple[str, str]:
+        return _advance(self.experts[0], command, steps[0]), _advance(self.experts[1], command, steps[1])
+
+
+def _advance(expert: Any, command: str, step: EngineStep) -> str:
+    """The expert action the env reports (``ALFWorldEnv``: ``"look"`` when it fails or is inadmissible)."""
+    from agentgym_budget.envs.alfworld.expert import ExpertFailed
+
+    try:
+        proposal = expert.next_action(command, step.observation, step.admissible_commands)
+    except (ExpertFailed, IndexError, KeyError, ValueError):
+        return "look"
+    return proposal if proposal in step.admissible_commands else "look"
+
+
+#: Episode styles: follow the expert, follow it with random detours, or act at random.
+MODES = ("expert", "noisy_expert", "random")
+
+
 def compare_episode(
     reference: AlfredEngine,
     candidate: AlfredEngine,
     game: Any,
     rng: random.Random,
     steps: int = 50,
-    walkthrough: Sequence[str] | None = None,
+    mode: str | None = None,
     names: Sequence[str] | None = None,
     choose: Callable[[random.Random, Sequence[str], Sequence[str]], str] = next_command,
+    record: bool = False,
 ) -> EpisodeReport:
-    """Reset both engines on ``game``, play ``walkthrough`` (default: the game's) and then
-    random commands, up to ``steps`` commands; stop at the first mismatch."""
+    """Reset both engines on ``game`` and play up to ``steps`` commands; stop at the first mismatch.
+
+    With ``game.task_params`` (an :class:`~agentgym_budget.envs.alfworld.game.AlfredGame`) the
+    handcoded expert runs on both observation streams with the same seed, and its action is
+    compared too (field ``expert_action``).  ``mode`` (default: drawn from :data:`MODES`)
+    decides who acts: the expert (then random commands once won), the expert with random
+    detours (30 %), or random commands only.
+    """
     report = EpisodeReport()
     game_id = str(getattr(game, "id", "game"))
+    mode = mode if mode is not None else rng.choice(MODES)
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     expected, got = reference.reset(game), candidate.reset(game)
     report.steps += 1
+    if record:
+        report.transcript.append((None, expected.observation, list(expected.admissible_commands), expected.won))
     mismatch = _diff(game_id, 0, None, expected, got)
+    experts = _ExpertPair(game, rng.randrange(2**31)) if hasattr(game, "task_params") else None
+    expert_actions = experts.start((expected.observation, got.observation)) if experts else ("look", "look")
+    if mismatch is None and expert_actions[0] != expert_actions[1]:
+        mismatch = Mismatch(game_id, 0, None, "expert_action", *expert_actions)
     if mismatch is not None:
         report.mismatches.append(mismatch)
         return report
-    if walkthrough is None:
-        walkthrough = getattr(game, "walkthrough", None) or ()
     if names is None:
         names = _display_names(candidate) or ["apple 1", "fridge 1", "countertop 1"]
-    script = list(walkthrough)[:steps]
     for index in range(steps):
-        command = script[index] if index < len(script) else choose(rng, expected.admissible_commands, names)
+        follow = experts is not None and not expected.won and (
+            mode == "expert" or (mode == "noisy_expert" and rng.random() < 0.7)
+        )
+        command = expert_actions[0] if follow else choose(rng, expected.admissible_commands, names)
         report.commands.append(command)
         expected, got = reference.step(command), candidate.step(command)
         report.steps += 1
+        if record:
+            report.transcript.append((command, expected.observation, list(expected.admissible_commands), expected.won))
         mismatch = _diff(game_id, index + 1, command, expected, got)
+        if mismatch is None and experts is not None:
+            expert_actions = experts.advance(command, (expected, got))
+            if expert_actions[0] != expert_actions[1]:
+                mismatch = Mismatch(game_id, index + 1, command, "expert_action", *expert_actions)
         if mismatch is not None:
             report.mismatches.append(mismatch)
             break

@@ -63,35 +63,62 @@ class FastAlfredEngine:
         self._actions: dict[str, _Action] = {}
         self._admissible: list[str] = []
         self._won = False
+        self._location = ""
+        self._opened: set[str] = set()
+        self._contents: dict[str, set[str]] = {}
+        self._containers: dict[str, set[str]] = {}
+        self._in: set[tuple[str, ...]] = set()
+        self._objects_at: dict[str, set[str]] = {}
+        self._held: set[str] = set()
+        self._holds_any = False
+        self._clean: set[str] = set()
+        self._hot: set[str] = set()
+        self._cool: set[str] = set()
+        self._on: set[str] = set()
+        self._toggled: set[str] = set()
+        self._sliced: set[str] = set()
+        self._taken_from: set[tuple[str, str]] = set()
+        self._intro_text = ""
 
     # -- the engine protocol ------------------------------------------------------------
     def reset(self, game: Any) -> EngineStep:
         world = load_world(game)
-        self._world = world
+        initial = world.cache.get("initial")
+        if initial is None:
+            initial = world.cache["initial"] = FastAlfredEngine._initial_state(world)
+        self.__dict__.update(initial.clone().__dict__)
+        return EngineStep(initial._intro_text, list(self._admissible), self._won)
+
+    @staticmethod
+    def _initial_state(world: World) -> FastAlfredEngine:
+        """An engine in the game's initial state (copied by every ``reset``)."""
+        engine = FastAlfredEngine()
+        engine._world = world
         fluents = world.initial_fluents
-        self._location = world.start_location
-        self._opened: set[str] = {args[0] for args in fluents.get("opened", ())}
-        self._contents: dict[str, set[str]] = {}
-        self._containers: dict[str, set[str]] = {}
-        self._in: set[tuple[str, ...]] = set(fluents.get("inreceptacle", ()))
-        for obj, receptacle in self._in:
-            self._contents.setdefault(receptacle, set()).add(obj)
-            self._containers.setdefault(obj, set()).add(receptacle)
-        self._objects_at: dict[str, set[str]] = {}
+        engine._location = world.start_location
+        engine._opened = {args[0] for args in fluents.get("opened", ())}
+        engine._contents = {}
+        engine._containers = {}
+        engine._in = set(fluents.get("inreceptacle", ()))
+        for obj, receptacle in engine._in:
+            engine._contents.setdefault(receptacle, set()).add(obj)
+            engine._containers.setdefault(obj, set()).add(receptacle)
+        engine._objects_at = {}
         for obj, location in fluents.get("objectatlocation", ()):
-            self._objects_at.setdefault(location, set()).add(obj)
-        self._held: set[str] = {obj for who, obj in fluents.get("holds", ()) if who == world.agent}
-        self._holds_any = any(who == world.agent for (who,) in fluents.get("holdsany", ()))
-        self._clean = {args[0] for args in fluents.get("isclean", ())}
-        self._hot = {args[0] for args in fluents.get("ishot", ())}
-        self._cool = {args[0] for args in fluents.get("iscool", ())}
-        self._on = {args[0] for args in fluents.get("ison", ())}
-        self._toggled = {args[0] for args in fluents.get("istoggled", ())}
-        self._sliced = {args[0] for args in fluents.get("issliced", ())}
+            engine._objects_at.setdefault(location, set()).add(obj)
+        engine._held = {obj for who, obj in fluents.get("holds", ()) if who == world.agent}
+        engine._holds_any = any(who == world.agent for (who,) in fluents.get("holdsany", ()))
+        engine._clean = {args[0] for args in fluents.get("isclean", ())}
+        engine._hot = {args[0] for args in fluents.get("ishot", ())}
+        engine._cool = {args[0] for args in fluents.get("iscool", ())}
+        engine._on = {args[0] for args in fluents.get("ison", ())}
+        engine._toggled = {args[0] for args in fluents.get("istoggled", ())}
+        engine._sliced = {args[0] for args in fluents.get("issliced", ())}
         #: TextWorld-only ``not_inreceptacle(o, r)`` facts (made by ``take``, undone by ``move``).
-        self._taken_from: set[tuple[str, str]] = set()
-        self._update()
-        return EngineStep(self._intro(), list(self._admissible), self._won)
+        engine._taken_from = set()
+        engine._update()
+        engine._intro_text = engine._intro()
+        return engine
 
     def step(self, command: str) -> EngineStep:
         if self._world is None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentgym_budget.envs.alfworld.fast.pddl import Fact, GoalChecker, PddlSyntaxError, parse_problem
 
@@ -132,6 +133,8 @@ class World:
     _index: dict[tuple[str, tuple[bool, ...]], dict[tuple[str, ...], list[tuple[str, ...]]]] = field(
         default_factory=dict, repr=False
     )
+    #: engine-side caches (the initial state, ready to copy), filled on first use.
+    cache: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def static_match(self, predicate: str, pattern: tuple[str | None, ...]) -> list[tuple[str, ...]]:
         """Static facts of ``predicate`` matching ``pattern`` (``None`` = any), sorted."""

@@ -1,0 +1,201 @@
+"""Environment throughput, backends side by side in one run: resets/s and steps/s.
+
+Each backend is one small function ``(workload) -> Figures``; add yours to ``BACKENDS``.
+Steps replay a fixed command stream (recorded beforehand from a random admissible/invalid
+mix), so the policy's cost is not measured; every step returns the admissible commands.
+Figures are wall-clock on whatever machine runs this (other load included).
+
+ALFWorld rows:
+* ``alfworld-fast``: :class:`~agentgym_budget.envs.alfworld.fast.FastAlfredEngine`; resets
+  with the compiled-game cache cleared (``cold``: parse + compile) and warm; single-env
+  steps; "batched": ``--batch`` engines stepped round-robin in one process (one core).
+* ``alfworld-textworld``: the real engine (TextWorld + Fast Downward, extra ``alfworld``),
+  on fewer steps (it runs ~8 steps/s); skipped when not installed.
+
+Run:
+    python benchmarks/env_throughput.py                  # all backends
+    python benchmarks/env_throughput.py --backends alfworld-fast --steps 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+
+@dataclass
+class Workload:
+    """What every backend runs: games and, per game, a command script."""
+
+    games: list
+    scripts: list[list[str]]
+    steps: int  # commands to replay for the fast backends
+    slow_steps: int  # commands to replay for the real engine
+    slow_resets: int
+    batch: int
+
+
+@dataclass
+class Figures:
+    """One backend's measurements (``None`` = not measured)."""
+
+    resets_per_s: float | None = None
+    cold_resets_per_s: float | None = None
+    steps_per_s: float | None = None
+    batched_steps_per_s: float | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+def _replay(engine, workload: Workload, total: int) -> float:
+    """Steps/s replaying the scripts (with a reset at the start of each script, not timed)."""
+    elapsed, done = 0.0, 0
+    while done < total:
+        for game, script in zip(workload.games, workload.scripts):
+            engine.reset(game)
+            todo = script[: total - done]
+            start = time.perf_counter()
+            for command in todo:
+                engine.step(command)
+            elapsed += time.perf_counter() - start
+            done += len(todo)
+            if done >= total:
+                break
+    return done / elapsed
+
+
+def alfworld_fast(workload: Workload) -> Figures:
+    from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
+    from agentgym_budget.envs.alfworld.fast.engine import _compile_cached
+
+    engine = FastAlfredEngine()
+    figures = Figures()
+    _compile_cached.cache_clear()
+    start = time.perf_counter()
+    for game in workload.games:
+        engine.reset(game)
+    figures.cold_resets_per_s = len(workload.games) / (time.perf_counter() - start)
+    rounds = max(1, 2000 // len(workload.games))
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for game in workload.games:
+            engine.reset(game)
+    figures.resets_per_s = rounds * len(workload.games) / (time.perf_counter() - start)
+    figures.steps_per_s = _replay(engine, workload, workload.steps)
+
+    engines = [FastAlfredEngine() for _ in range(workload.batch)]
+    scripts = []
+    for index, engine_i in enumerate(engines):
+        game = workload.games[index % len(workload.games)]
+        engine_i.reset(game)
+        scripts.append(workload.scripts[index % len(workload.scripts)])
+    length = min(len(s) for s in scripts)
+    done, start = 0, time.perf_counter()
+    while done < workload.steps:
+        for t in range(length):
+            for engine_i, script in zip(engines, scripts):
+                engine_i.step(script[t])
+            done += len(engines)
+    figures.batched_steps_per_s = done / (time.perf_counter() - start)
+    figures.notes.append(f"batched = {workload.batch} engines round-robin, one process")
+    return figures
+
+
+def alfworld_textworld(workload: Workload) -> Figures:
+    from agentgym_budget._optional import is_installed
+
+    if not (is_installed("textworld") and is_installed("alfworld") and is_installed("fast_downward")):
+        return Figures(notes=["skipped: pip install 'agentgym-budget[alfworld]'"])
+    from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine
+
+    engine = TextWorldAlfredEngine()
+    figures = Figures()
+    games = workload.games[: workload.slow_resets]
+    start = time.perf_counter()
+    for game in games:
+        engine.reset(game)  # a new game each time: load (Fast Downward translation) + reset
+    figures.cold_resets_per_s = len(games) / (time.perf_counter() - start)
+    start = time.perf_counter()
+    for _ in range(2):
+        engine.reset(games[-1])  # same game again: PddlEnv.reset still re-translates
+    figures.resets_per_s = 2 / (time.perf_counter() - start)
+    figures.steps_per_s = _replay(engine, workload, workload.slow_steps)
+    engine.close()
+    return figures
+
+
+#: Backend name -> function; other families add theirs here.
+BACKENDS: dict[str, Callable[[Workload], Figures]] = {
+    "alfworld-fast": alfworld_fast,
+    "alfworld-textworld": alfworld_textworld,
+}
+#: Ratios printed at the end: (name, numerator backend, denominator backend).
+RATIOS = (("alfworld fast / textworld", "alfworld-fast", "alfworld-textworld"),)
+
+
+def alfworld_workload(args: argparse.Namespace) -> Workload:
+    from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
+    from agentgym_budget.envs.alfworld.fast.differential import next_command
+    from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game
+
+    try:
+        from agentgym_budget.envs.alfworld.game import load_games
+
+        games = load_games("valid_seen")[: args.games]
+    except (FileNotFoundError, OSError):
+        games = []
+    if not games:  # no bundled games yet: random edge-case games
+        games = [fuzz_game(random.Random(i), index=i) for i in range(args.games)]
+    rng = random.Random(args.seed)
+    engine, scripts = FastAlfredEngine(), []
+    for game in games:
+        step, script = engine.reset(game), []
+        names = sorted(n for n in engine.world.names.values() if not n.endswith(" "))
+        for _ in range(args.script_length):
+            command = next_command(rng, step.admissible_commands, names)
+            script.append(command)
+            step = engine.step(command)
+        scripts.append(script)
+    return Workload(games, scripts, args.steps, args.slow_steps, args.slow_resets, args.batch)
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backends", nargs="*", default=list(BACKENDS), choices=list(BACKENDS))
+    parser.add_argument("--games", type=int, default=20)
+    parser.add_argument("--script-length", type=int, default=100)
+    parser.add_argument("--steps", type=int, default=20_000, help="steps replayed by fast backends")
+    parser.add_argument("--slow-steps", type=int, default=150, help="steps replayed by the real engine")
+    parser.add_argument("--slow-resets", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)  # before textworld: fast_downward.pddl2sas overwrites sys.argv
+
+    workload = alfworld_workload(args)
+    print(f"workload: {len(workload.games)} games, scripts of {args.script_length} commands")
+    results = {name: BACKENDS[name](workload) for name in args.backends}
+    header = f"{'backend':<22}{'resets/s warm':>15}{'resets/s cold':>15}{'steps/s':>12}{'batched steps/s':>17}"
+    print(header)
+    print("-" * len(header))
+    for name, f in results.items():
+        print(f"{name:<22}{_fmt(f.resets_per_s):>15}{_fmt(f.cold_resets_per_s):>15}{_fmt(f.steps_per_s):>12}"
+              f"{_fmt(f.batched_steps_per_s):>17}  {'; '.join(f.notes)}")
+    for label, top, bottom in RATIOS:
+        if top in results and bottom in results and results[bottom].steps_per_s:
+            a, b = results[top], results[bottom]
+            print(f"{label}: steps x{a.steps_per_s / b.steps_per_s:,.0f}, "
+                  f"resets x{a.resets_per_s / b.resets_per_s:,.0f} (warm) / x{a.cold_resets_per_s / b.cold_resets_per_s:,.0f} (cold)")
+
+
+if __name__ == "__main__":
+    main()

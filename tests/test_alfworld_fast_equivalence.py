@@ -1,0 +1,67 @@
+"""Differential test: the fast ALFWorld engine against the real one, step for step.
+
+Both engines get the same commands (expert trajectories, expert with random detours, random
+admissible and inadmissible strings); at every step the observation, the admissible commands
+(order included), ``won`` and the handcoded expert's next action must be identical.  The
+fast variant plays a few games (about 20 s); the ``slow`` one every bundled eval game.  The
+full run is ``benchmarks/alfworld_equivalence.py``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from agentgym_budget._optional import is_installed
+from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
+from agentgym_budget.envs.alfworld.fast.differential import MODES, compare_episode
+from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game
+
+pytestmark = pytest.mark.skipif(
+    not all(is_installed(m) for m in ("textworld", "alfworld", "fast_downward")),
+    reason="the real ALFWorld engine is not installed (pip install 'agentgym-budget[alfworld]')",
+)
+
+
+def _bundled(split: str) -> list:
+    from agentgym_budget.envs.alfworld.game import load_games
+
+    try:
+        return load_games(split)
+    except (FileNotFoundError, OSError):
+        return []
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine
+
+    engine = TextWorldAlfredEngine()
+    yield engine
+    engine.close()
+
+
+def _check(reference, games, steps: int, seed: int) -> int:
+    rng = random.Random(seed)
+    compared = 0
+    for index, game in enumerate(games):
+        report = compare_episode(reference, FastAlfredEngine(), game, random.Random(rng.randrange(2**31)),
+                                 steps=steps, mode=MODES[index % len(MODES)])
+        assert not report.mismatches, str(report.mismatches[0])
+        compared += report.steps
+    return compared
+
+
+def test_fast_engine_matches_the_real_one_on_a_sample(reference):
+    games = [fuzz_game(random.Random(f"ci-{i}"), index=i) for i in range(2)]
+    eval_games = _bundled("valid_seen") + _bundled("valid_unseen")
+    games += random.Random(0).sample(eval_games, min(2, len(eval_games)))
+    assert _check(reference, games, steps=12, seed=0) == 13 * len(games)  # reset + 12 commands each
+
+
+@pytest.mark.slow
+def test_fast_engine_matches_the_real_one_on_every_eval_game(reference):
+    games = _bundled("valid_seen") + _bundled("valid_unseen")
+    games += [fuzz_game(random.Random(f"ci-slow-{i}"), index=i) for i in range(20)]
+    assert _check(reference, games, steps=30, seed=1) > 0
