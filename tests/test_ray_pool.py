@@ -12,7 +12,11 @@ from pathlib import Path
 
 import pytest
 
+import numpy as np
+
 from agentgym_budget._optional import MissingBackendError
+from agentgym_budget.eval import evaluate
+from agentgym_budget.eval.episode_log import EvaluationInterrupted, read_episodes
 from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec, SerialExecutor
 
 ray = pytest.importorskip("ray")
@@ -29,11 +33,17 @@ def ray_instance():
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local instance
     tests_dir = Path(__file__).resolve().parent
     # Actors are separate processes: let them import this package and the tests' helper policies.
-    pythonpath = os.pathsep.join([str(tests_dir.parent), str(tests_dir), os.environ.get("PYTHONPATH", "")])
-    ray.init(num_cpus=LOGICAL_CPUS, include_dashboard=False, log_to_driver=False,
-             runtime_env={"env_vars": {"PYTHONPATH": pythonpath}})
+    # (Set in the environment the local instance inherits rather than as a runtime_env, so that
+    # actors can use Ray's prestarted workers.)
+    old_path = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(tests_dir.parent), str(tests_dir), old_path or ""])
+    ray.init(num_cpus=LOGICAL_CPUS, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
+    if old_path is None:
+        del os.environ["PYTHONPATH"]
+    else:
+        os.environ["PYTHONPATH"] = old_path
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +82,55 @@ def test_killed_actor_loses_nothing_and_counts_nothing_twice(ray_instance, refer
     assert records == reference
     assert len(seen) == len(JOBS)
     assert {(r.task, r.attempt, r.budget) for r in seen} == {(j.task, j.attempt, j.budget) for j in JOBS}
+
+
+EVAL_ARGS = dict(ks=(1, 2, 4), ts=(2, 4, 6), tasks=16, attempts=4, seed=5, policy_kwargs={"p": 0.4}, bootstrap=50)
+
+
+def assert_same_result(a, b) -> None:
+    np.testing.assert_array_equal(a.successes, b.successes)
+    np.testing.assert_array_equal(a.grid.mean, b.grid.mean)
+    np.testing.assert_array_equal(a.grid.ci_low, b.grid.ci_low)
+    assert a.metrics == b.metrics and a.mode == b.mode
+
+
+@pytest.mark.parametrize("mode", ["shortcut", "per_t"])
+def test_evaluate_on_ray_resumes_a_local_run_and_equals_it(ray_instance, tmp_path, mode):
+    local = evaluate("KeyDoor-Budget-v0", "noisy-expert", workers=1, mode=mode, **EVAL_ARGS)
+    seen = []
+
+    def stop(record):
+        seen.append(record)
+        if len(seen) == 20:
+            raise KeyboardInterrupt
+
+    with pytest.raises(EvaluationInterrupted, match="--resume"):
+        evaluate("KeyDoor-Budget-v0", "noisy-expert", mode=mode, out=tmp_path, on_record=stop, **EVAL_ARGS)
+    on_ray = evaluate("KeyDoor-Budget-v0", "noisy-expert", mode=mode, backend="ray", workers=3, out=tmp_path,
+                      resume=True, **EVAL_ARGS)
+    assert_same_result(on_ray, local)
+    assert on_ray.config["executor"] == "RayExecutor" and on_ray.timing["resumed_episodes"] == 20
+    assert len(read_episodes(tmp_path)) == on_ray.timing["episodes"]  # no episode twice in the log
+
+
+def test_evaluate_with_a_killed_actor_logs_every_episode_once(ray_instance, tmp_path):
+    local = evaluate("KeyDoor-Budget-v0", "noisy-expert", **EVAL_ARGS)
+    with RayExecutor(actors=2, chunk_size=3) as executor:
+        executor.start()
+        victim = executor.actors[1]
+        seen = []
+
+        def kill_once(record):
+            seen.append(record)
+            if len(seen) == 2:
+                ray.kill(victim)
+
+        with pytest.warns(RuntimeWarning, match="actor died"):
+            result = evaluate("KeyDoor-Budget-v0", "noisy-expert", executor=executor, out=tmp_path,
+                              on_record=kill_once, **EVAL_ARGS)
+        assert executor.actor_failures >= 1
+    assert_same_result(result, local)
+    assert len(read_episodes(tmp_path)) == len(seen) == result.timing["episodes"]  # read_episodes rejects repeats
 
 
 def test_chunk_that_keeps_killing_actors_gives_a_clear_error(ray_instance):
