@@ -267,11 +267,12 @@ class RayExecutor:
     def _submit(self, pending: collections.deque[_Chunk], in_flight: dict[Any, tuple[Any, _Chunk]],
                 spec_key: str, spec_box: list[Any]) -> None:
         load = collections.Counter(actor for actor, _ in in_flight.values())
-        for actor in self._actors:
-            while pending and load[actor] < CHUNKS_IN_FLIGHT_PER_ACTOR:
-                chunk = pending.popleft()
-                in_flight[actor.run_chunk.remote(spec_key, spec_box, chunk.jobs)] = (actor, chunk)
-                load[actor] += 1
+        for _ in range(CHUNKS_IN_FLIGHT_PER_ACTOR):  # round-robin, so that a short run uses every actor
+            for actor in self._actors:
+                if pending and load[actor] < CHUNKS_IN_FLIGHT_PER_ACTOR:
+                    chunk = pending.popleft()
+                    in_flight[actor.run_chunk.remote(spec_key, spec_box, chunk.jobs)] = (actor, chunk)
+                    load[actor] += 1
         if not in_flight:
             raise ActorPoolExhaustedError("no live Ray actor is left to run the remaining episodes")
 

@@ -1,0 +1,129 @@
+"""Ray vs local multiprocessing for Pass@(K,T) rollouts: episodes/s, overhead, and correctness.
+
+Runs the same episode jobs (default: ALFWorld-Budget-v0 x noisy-expert, 40 tasks x 8 attempts
+at T=50, i.e. the shortcut-mode rollouts of a Pass@(K,T) grid) side by side in one process:
+
+* local ``--workers 1`` (in-process) and ``--workers 2`` (a process pool);
+* Ray with 1 and 2 actors, warm (actors started and envs built by a first run, as in a long
+  study or a trainer), plus the one-off actor start-up ("cold");
+* Ray with 2 actors and one episode per chunk (per-episode dispatch: the worst case);
+
+rounds interleaved (so that load from other programs hits every configuration alike) and the
+median round reported.  Overhead = local episodes/s / Ray episodes/s - 1 at equal worker count
+(target <= 10 % at episode granularity).  Then a correctness run: a local Ray instance with
+more logical CPUs than this machine has cores, more actors than cores, must return exactly the
+records of the in-process run (its speed measures nothing and is not printed).
+
+    python benchmarks/ray_scaling.py
+    python benchmarks/ray_scaling.py --env KeyDoor-Budget-v0 --tasks 400 --budget 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local instance
+
+import agentgym_budget  # noqa: E402,F401  (registers the envs)
+from agentgym_budget.distributed import RayExecutor  # noqa: E402
+from agentgym_budget.eval.rollout import (  # noqa: E402
+    EpisodeJob,
+    EpisodeRecord,
+    ProcessPoolExecutor,
+    RolloutSpec,
+    SerialExecutor,
+)
+
+FALLBACK_ENV = "KeyDoor-Budget-v0"
+
+
+def usable_spec(args: argparse.Namespace) -> RolloutSpec:
+    spec = RolloutSpec(args.env, args.policy, seed=args.seed, max_budget=args.budget)
+    try:
+        spec.make_env().close()
+    except Exception as e:  # e.g. the ALFWorld data not generated in this checkout
+        print(f"!! {args.env} cannot be built here ({type(e).__name__}: {e}); measuring {FALLBACK_ENV} instead")
+        spec = RolloutSpec(FALLBACK_ENV, args.policy, seed=args.seed, max_budget=min(args.budget, 6))
+    return spec
+
+
+def timed(run: Callable[[], list[EpisodeRecord]]) -> tuple[float, list[EpisodeRecord]]:
+    start = time.perf_counter()
+    records = run()
+    return time.perf_counter() - start, records
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--env", default="ALFWorld-Budget-v0")
+    parser.add_argument("--policy", default="noisy-expert")
+    parser.add_argument("--tasks", type=int, default=40)
+    parser.add_argument("--attempts", type=int, default=8)
+    parser.add_argument("--budget", type=int, default=50, help="T of every episode (the grid's largest)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
+    parser.add_argument("--logical-cpus", type=int, default=8, help="CPUs the local Ray instance claims")
+    parser.add_argument("--oversubscribed-actors", type=int, default=6, help="actors of the correctness run")
+    args = parser.parse_args()
+
+    import ray
+
+    spec = usable_spec(args)
+    jobs = [EpisodeJob(task, attempt, spec.max_budget) for task in range(args.tasks) for attempt in range(args.attempts)]
+    print(f"{spec.env_id} x {spec.policy}: {len(jobs)} episodes (T={spec.max_budget}), {os.cpu_count()} cores, "
+          f"{args.rounds} interleaved rounds")
+
+    start = time.perf_counter()
+    ray.init(num_cpus=args.logical_cpus, include_dashboard=False, log_to_driver=False)
+    ray_start = time.perf_counter() - start
+    ray_executors = {"ray, 1 actor": RayExecutor(actors=1), "ray, 2 actors": RayExecutor(actors=2),
+                     "ray, 2 actors, 1 episode/chunk": RayExecutor(actors=2, chunk_size=1)}
+    cold = {}
+    for name, executor in ray_executors.items():  # start actors and build their envs: the one-off cost
+        cold[name], _ = timed(lambda executor=executor: executor.run(spec, jobs[:8]))
+    configs: dict[str, Callable[[], list[EpisodeRecord]]] = {
+        "local, workers 1": lambda: SerialExecutor().run(spec, jobs),
+        "local, workers 2": lambda: ProcessPoolExecutor(2).run(spec, jobs),
+        **{name: (lambda executor=executor: executor.run(spec, jobs)) for name, executor in ray_executors.items()},
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in configs}
+    reference = None
+    identical = True
+    for _ in range(args.rounds):
+        for name, run in configs.items():
+            elapsed, records = timed(run)
+            seconds[name].append(elapsed)
+            reference = reference if reference is not None else records
+            identical &= records == reference
+
+    rate = {name: len(jobs) / statistics.median(times) for name, times in seconds.items()}
+    print(f"\n{'configuration':<34}{'episodes/s':>12}{'min..max s':>16}{'actor start-up s':>19}")
+    for name, times in seconds.items():
+        startup = f"{cold[name]:.1f}" if name in cold else "-"
+        print(f"{name:<34}{rate[name]:>12.0f}{min(times):>8.2f}..{max(times):<6.2f}{startup:>19}")
+    print(f"(ray.init of the local instance: {ray_start:.1f} s, once)")
+    for workers, ray_name in ((1, "ray, 1 actor"), (2, "ray, 2 actors"), (2, "ray, 2 actors, 1 episode/chunk")):
+        overhead = rate[f"local, workers {workers}"] / rate[ray_name] - 1
+        print(f"overhead of {ray_name!r} vs local workers {workers}: {overhead:+.1%}")
+    print(f"speedup 2 vs 1: local {rate['local, workers 2'] / rate['local, workers 1']:.2f}x, "
+          f"ray {rate['ray, 2 actors'] / rate['ray, 1 actor']:.2f}x")
+    print(f"every configuration returned identical records: {identical}")
+    for executor in ray_executors.values():
+        executor.close()
+
+    actors = args.oversubscribed_actors
+    with RayExecutor(actors=actors, chunk_size=max(1, len(jobs) // (3 * actors))) as executor:
+        same = executor.run(spec, jobs) == reference
+    print(f"correctness: {actors} actors on a Ray instance claiming {args.logical_cpus} CPUs "
+          f"({os.cpu_count()} cores): identical records: {same}")
+    ray.shutdown()
+    if not (identical and same):
+        raise SystemExit("records differ between executors")
+
+
+if __name__ == "__main__":
+    main()
