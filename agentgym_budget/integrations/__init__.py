@@ -5,5 +5,7 @@
 * :mod:`agentgym_budget.integrations.pettingzoo` — a multi-agent text world as a PettingZoo
   ``ParallelEnv`` / AEC env.
 * :mod:`agentgym_budget.integrations.pettingzoo_budget` — turn budgets (per-agent or shared)
-  for any PettingZoo env.
+  for any PettingZoo ``ParallelEnv`` (AEC envs through PettingZoo's standard conversions).
+* :mod:`agentgym_budget.integrations.vector` — Gymnasium vector envs over text envs
+  (``AsyncVectorEnv`` without shared memory; autoreset modes).
 """
