@@ -68,3 +68,12 @@ def test_importing_the_package_cli_and_eval_stays_light() -> None:
             "print(sorted(m for m in ('torch', 'transformers', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_eval_with_the_hf_policy_on_a_tiny_random_model(tmp_path, capsys) -> None:
+    pytest.importorskip("transformers")
+    args = ["eval", "--env", "KeyDoor-Budget-v0", "--k", "1", "--t", "2", "--tasks", "1", "--no-progress", "--no-plots",
+            "--policy", "hf", "--policy-arg", "model=tiny-random", "--policy-arg", "max_new_tokens=4",
+            "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert "hf(tiny-random)" in capsys.readouterr().out

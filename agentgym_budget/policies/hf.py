@@ -24,14 +24,19 @@ from typing import Any
 from agentgym_budget._optional import require
 from agentgym_budget.policies.prompting import build_prompt, parse_action
 
-__all__ = ["HFPolicy", "tiny_random_lm"]
+__all__ = ["TINY_RANDOM", "HFPolicy", "tiny_random_lm"]
+
+#: ``model=`` value that builds :func:`tiny_random_lm` instead of loading a model.
+TINY_RANDOM = "tiny-random"
 
 
 class HFPolicy:
     """A causal LM as a policy.
 
     Args:
-        model: a ``transformers`` causal LM, or a name/path for ``AutoModelForCausalLM.from_pretrained``.
+        model: a ``transformers`` causal LM, or a name/path for ``AutoModelForCausalLM.from_pretrained``,
+            or ``"tiny-random"`` for :func:`tiny_random_lm` (offline smoke runs:
+            ``agentgym-budget eval --policy hf --policy-arg model=tiny-random``).
         tokenizer: its tokenizer, or a name/path; ``None`` loads it from ``model``'s path.
         max_new_tokens: generation length per turn (thought + action).
         temperature: sampling temperature; ``0`` means greedy decoding.
@@ -64,7 +69,10 @@ class HFPolicy:
     ) -> None:
         self._torch = require("torch", "llm", "the hf policy")
         transformers = require("transformers", "llm", "the hf policy")
-        if isinstance(model, str):
+        if model == TINY_RANDOM:
+            self.name = f"hf({TINY_RANDOM})"
+            model, tokenizer = tiny_random_lm()
+        elif isinstance(model, str):
             self.name = f"hf({model})"
             tokenizer = tokenizer if tokenizer is not None else model
             model = transformers.AutoModelForCausalLM.from_pretrained(model, **(model_kwargs or {}))
