@@ -31,9 +31,12 @@ Example (a local Ray instance is started if none is running):
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
+import signal
+import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -173,7 +176,8 @@ class RayExecutor:
             kwargs = dict(self.init_kwargs)
             if self.address is None:
                 kwargs.setdefault("include_dashboard", False)
-            ray.init(address=self.address, **kwargs)
+            with _keep_sigterm_handler():
+                ray.init(address=self.address, **kwargs)
             self._started_ray = True
         cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
         actors = self.requested_actors
@@ -294,6 +298,21 @@ class RayExecutor:
             ) from error
         warnings.warn(f"a Ray actor died ({type(error).__name__}); its unfinished episodes are re-run on "
                       f"another actor", RuntimeWarning, stacklevel=3)
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler() -> Iterator[None]:
+    """``ray.init`` installs a crash handler for SIGTERM in the driver; put back the caller's.
+
+    (The evaluator turns SIGTERM into a clean stop that leaves a resumable results file.)
+    """
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        yield
+    finally:
+        if main and previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def _same_spec(a: RolloutSpec, b: RolloutSpec | None) -> bool:
