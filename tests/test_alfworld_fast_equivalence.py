@@ -65,3 +65,15 @@ def test_fast_engine_matches_the_real_one_on_every_eval_game(reference):
     games = _bundled("valid_seen") + _bundled("valid_unseen")
     games += [fuzz_game(random.Random(f"ci-slow-{i}"), index=i) for i in range(20)]
     assert _check(reference, games, steps=30, seed=1) > 0
+
+
+def test_real_engine_fails_on_an_unreachable_goal_where_the_fast_engine_plays():
+    """Pins the one deliberate difference (docs/alfworld-fast.md)."""
+    from test_alfworld_fast import UNREACHABLE_GOAL, kitchen_game
+
+    from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine
+
+    game = kitchen_game(task_type="pick_and_place_simple", goal_sentence="put a apple in coffeemachine", goal=UNREACHABLE_GOAL)
+    with pytest.raises(KeyError, match="val1"):
+        TextWorldAlfredEngine().reset(game)
+    assert FastAlfredEngine().reset(game).won is False
