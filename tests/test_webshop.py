@@ -232,7 +232,7 @@ def _upstream_files(tmp_path):
 
     products = [
         product("B0DRESS001", "Floral Summer Dress", "women's dresses", ["Navy Blue", "Red"], "$25.99"),
-        product("B0DRESS002", "Striped Maxi Dress", "women's dresses", ["Black"], "$19.99 - $29.99"),
+        product("B0DRESS002", "Striped Maxi Dress", "women's dresses", ["Black", "Crème/Gold"], "$19.99 - $29.99"),
         product("B0SHOES001", "Trail Running Shoes", "running shoes", ["Grey"], "$59.00"),
         product("nan", "Broken", "x", [], ""),
     ]
@@ -262,6 +262,18 @@ def test_upstream_catalog_files_load_and_the_expert_wins(tmp_path):
     assert info["expert_plan"][-2:] == ["click[navy blue]", "click[Buy Now]"]
     reward, terminated, info = run_plan(env, info["expert_plan"])
     assert (reward, terminated, info["won"]) == (1.0, True, True)
+
+
+def test_non_ascii_option_values_are_clickable_as_shown(tmp_path):
+    paths = _upstream_files(tmp_path)
+    env = gym.make("WebShop-v0", catalog_path=paths["items_shuffle.json"], goals_path=paths["items_human_ins.json"])
+    assert env.unwrapped.catalog.by_asin["B0DRESS002"]["options"]["color"] == ["black", "crème | gold"]
+    env.reset(seed=0)
+    env.step("search[striped maxi dress]")
+    obs, *_, info = env.step("click[B0DRESS002]")
+    assert "[SEP] creme | gold [SEP]" in obs and "click[creme | gold]" in info["admissible_commands"]
+    *_, info = env.step("click[creme | gold]")
+    assert info["action_valid"] and env.unwrapped._session.options == {"color": "crème | gold"}
 
 
 def test_upstream_catalog_errors_are_specific(tmp_path):

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgym_budget._optional import require
-from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv
+from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, to_charset
 from agentgym_budget.envs.webshop.catalog import Catalog, Goal
 from agentgym_budget.envs.webshop.pages import (
     BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, PRODUCTS_PER_PAGE, SEARCH_BUTTON, SUB_PAGES,
@@ -258,7 +258,7 @@ class WebShopEnv(TextEnv):
         if match is None:
             return action.strip(), None
         name, argument = match.groups()
-        return name.strip().lower(), argument.strip().lower()
+        return name.strip().lower(), to_charset(argument.strip().lower())
 
     # -- transitions (upstream SimServer.receive) ----------------------------------------
     def _search(self, keywords: str) -> None:
@@ -331,7 +331,9 @@ class WebShopEnv(TextEnv):
             page = sub_page(instruction, self.catalog.by_asin[session.asin or ""], session.sub_page or "")
         else:
             page = done_page(session.asin or "", session.options, session.reward or 0.0)
-        self._page_text, self._clickables = page
+        self._page_text = page[0]
+        # Keys in the observation charset, so that what the agent reads it can click.
+        self._clickables = {to_charset(key): clickable for key, clickable in page[1].items()}
 
     # -- info, admissible commands, expert ------------------------------------------------
     def _info(self, action_valid: bool) -> dict[str, Any]:
@@ -360,7 +362,7 @@ class WebShopEnv(TextEnv):
         if self._session.page == "search":
             queries = [self._expert_query, self._goal["query"]]
             commands += [f"search[{q}]" for q in dict.fromkeys(q for q in queries if q)]
-        commands += [f"click[{c.label}]" for key, c in self._clickables.items() if key != SEARCH_BUTTON.lower()]
+        commands += [f"click[{to_charset(c.label)}]" for key, c in self._clickables.items() if key != SEARCH_BUTTON.lower()]
         return commands
 
     def _find_expert_query(self) -> tuple[str | None, int | None]:
@@ -397,7 +399,7 @@ class WebShopEnv(TextEnv):
         if session.page == "done" or self._expert_query is None or self._expert_rank is None:
             return []
         target_page = self._expert_rank // PRODUCTS_PER_PAGE + 1
-        options = [f"click[{v}]" for n, v in self._expert_options.items() if session.options.get(n) != v or session.asin != goal_asin]
+        options = [f"click[{to_charset(v)}]" for n, v in self._expert_options.items() if session.options.get(n) != v or session.asin != goal_asin]
         buy = [*options, f"click[{BUY_NOW}]"]
         from_search = [f"search[{self._expert_query}]", *[f"click[{NEXT_PAGE}]"] * (target_page - 1), f"click[{goal_asin}]", *buy]
         back = [f"click[{BACK_TO_SEARCH}]", *from_search]
