@@ -60,7 +60,7 @@ from agentgym_budget.envs.webshop.pages import (
     BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, PRODUCTS_PER_PAGE, SEARCH_BUTTON, SUB_PAGES,
     Clickable, done_page, item_page, results_page, search_page, sub_page,
 )  # fmt: skip
-from agentgym_budget.envs.webshop.reward import FUZZY_THRESHOLD, _fuzzy_ratio, get_reward
+from agentgym_budget.envs.webshop.reward import FUZZY_THRESHOLD, fuzzy_ratio, get_reward
 from agentgym_budget.envs.webshop.search import BM25Search, LuceneSearch, SearchEngine
 from agentgym_budget.envs.webshop.synthetic import DEFAULT_NUM_PRODUCTS, generate_catalog
 from agentgym_budget.envs.webshop.upstream_data import load_upstream_catalog
@@ -388,8 +388,8 @@ class WebShopEnv(TextEnv):
             return {name: value for name, value in wanted.items() if value in product["options"].get(name, [])}
         chosen = {}
         for name, values in product["options"].items():  # human goals: option texts, fuzzy-matched
-            best = max(values, key=lambda v: max((_fuzzy_ratio(w, v) for w in wanted), default=0), default=None)
-            if best is not None and any(_fuzzy_ratio(w, best) > FUZZY_THRESHOLD for w in wanted):
+            best = max(values, key=lambda v: max((fuzzy_ratio(w, v) for w in wanted), default=0), default=None)
+            if best is not None and any(fuzzy_ratio(w, best) > FUZZY_THRESHOLD for w in wanted):
                 chosen[name] = best
         return chosen
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 __all__ = [
-    "BACK_TO_SEARCH", "BUY_NOW", "NEXT_PAGE", "PREV_PAGE", "PRODUCTS_PER_PAGE", "SUB_PAGES",
+    "BACK_TO_SEARCH", "BUY_NOW", "NEXT_PAGE", "PREV_PAGE", "PRODUCTS_PER_PAGE", "SEARCH_BUTTON", "SUB_PAGES",
     "Clickable", "done_page", "item_page", "results_page", "search_page", "sub_page",
 ]  # fmt: skip
 

@@ -47,7 +47,7 @@ from typing import Any
 
 from agentgym_budget._optional import require
 
-__all__ = ["COLOR_SET", "EXACT_MATCH_OPTIONS", "get_reward", "normalize_color", "title_nouns"]
+__all__ = ["COLOR_SET", "EXACT_MATCH_OPTIONS", "FUZZY_THRESHOLD", "fuzzy_ratio", "get_reward", "normalize_color", "title_nouns"]
 
 #: Option names compared exactly rather than fuzzily (upstream ``EXACT_MATCH_OPTS``).
 EXACT_MATCH_OPTIONS: frozenset[str] = frozenset({"size"})
@@ -79,7 +79,8 @@ def _rapidfuzz() -> Any:
     return require("rapidfuzz", "webshop", "the WebShop reward")
 
 
-def _fuzzy_ratio(a: str, b: str) -> int:
+def fuzzy_ratio(a: str, b: str) -> int:
+    """thefuzz-style ``token_set_ratio``: 0-100, processed strings, rounded to an integer."""
     rapidfuzz = _rapidfuzz()
     return round(rapidfuzz.fuzz.token_set_ratio(a, b, processor=rapidfuzz.utils.default_process))
 
@@ -129,7 +130,7 @@ def attribute_matches(product: Mapping[str, Any], goal_attributes: Iterable[str]
     """How many goal attributes the product has (upstream ``get_attribute_reward``)."""
     matches = 0
     for wanted in goal_attributes:
-        if any(_fuzzy_ratio(have, wanted) > FUZZY_THRESHOLD for have in product["Attributes"]):
+        if any(fuzzy_ratio(have, wanted) > FUZZY_THRESHOLD for have in product["Attributes"]):
             matches += 1
         elif _in_product_text(wanted, product):
             matches += 1
@@ -145,7 +146,7 @@ def option_matches(product: Mapping[str, Any], goal_options: Iterable[str], chos
         if name.lower() in EXACT_MATCH_OPTIONS:
             matched = value in wanted
         else:
-            matched = any(_fuzzy_ratio(w, value) > FUZZY_THRESHOLD for w in wanted)
+            matched = any(fuzzy_ratio(w, value) > FUZZY_THRESHOLD for w in wanted)
         if matched or _in_product_text(value, product):
             matches += 1
     return matches
