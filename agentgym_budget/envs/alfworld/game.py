@@ -18,8 +18,8 @@ Example:
 from __future__ import annotations
 
 import functools
-import gzip
 import json
+import lzma
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
@@ -169,8 +169,8 @@ def _check_split(split: str) -> None:
 
 @functools.cache
 def _bundled_split(split: str) -> tuple[AlfredGame, ...]:
-    path = _data_file("games", f"{split}.jsonl.gz")
-    with path.open("rb") as raw, gzip.open(raw, "rt", encoding="utf-8") as lines:
+    path = _data_file("games", f"{split}.jsonl.xz")
+    with path.open("rb") as raw, lzma.open(raw, "rt", encoding="utf-8") as lines:
         return tuple(AlfredGame.from_record({**json.loads(line), "split": split}) for line in lines if line.strip())
 
 

@@ -1,0 +1,159 @@
+"""ALFWorld as a Gymnasium text env: household tasks in six types, bundled games, two engines.
+
+Each episode plays one :class:`~agentgym_budget.envs.alfworld.game.AlfredGame` of the chosen
+split, picked with ``self.np_random`` (so ``reset(seed=s)`` always gives the same game) or
+by ``reset(options={"task": index_or_game_id})``.  Observations and admissible commands are
+exactly the real engine's (upstream ALFWorld 0.4.2, ``AlfredTWEnv`` text); reward is 1.0 on
+the step that wins, else 0.0, and the episode terminates when won.
+
+``info`` holds ``admissible_commands``, ``won``, ``task`` (the goal sentence), ``task_type``,
+``game`` (the game id), ``expert_action`` and ``expert_plan``.  The expert is upstream's
+handcoded expert (:mod:`~agentgym_budget.envs.alfworld.expert`), seeded per episode from the
+env's seed; ``expert_action`` is its next action when admissible, else ``"look"`` (exactly
+upstream ``AlfredExpert``'s ``extra.expert_plan[0]``; ``"look"`` at reset).  ``expert_plan`` is
+``[expert_action]`` (upstream's one-step plan) unless ``expert_plan_horizon > 1`` and the
+engine can copy its state (the fast engine can): then it is the expert's rollout from the
+current state, up to that many actions or the winning one.
+
+Example:
+    >>> import gymnasium as gym
+    >>> import agentgym_budget
+    >>> env = gym.make("ALFWorld-v0", split="valid_seen", task_types=[1])
+    >>> obs, info = env.reset(seed=0)
+    >>> info["task_type"], obs.splitlines()[0]
+    ('pick_and_place_simple', '-= Welcome to TextWorld, ALFRED! =-')
+    >>> for _ in range(50):
+    ...     obs, reward, terminated, truncated, info = env.step(info["expert_action"])
+    ...     if terminated or truncated:
+    ...         break
+    >>> reward, info["won"]
+    (1.0, True)
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+from collections.abc import Iterable
+from typing import Any
+
+from agentgym_budget.envs.alfworld.engine import AlfredEngine, CloneableAlfredEngine, EngineStep, make_engine
+from agentgym_budget.envs.alfworld.expert import ExpertFailed, HandCodedExpert
+from agentgym_budget.envs.alfworld.game import AlfredGame, load_games
+from agentgym_budget.envs.base import TextEnv
+
+__all__ = ["ALFWorldEnv"]
+
+_NO_EXPERT_ACTION = "look"  # what upstream AlfredExpert reports when its expert has nothing admissible
+
+
+class ALFWorldEnv(TextEnv):
+    """ALFWorld household tasks (see the module docstring).
+
+    Args:
+        split: ``"train"``, ``"valid_seen"`` (in-distribution eval) or ``"valid_unseen"``
+            (held-out rooms).
+        task_types: task type names or upstream ids 1..6 (``None`` = all six).
+        engine: ``"textworld"`` (the real engine, extra ``alfworld``) or ``"fast"`` (pure Python,
+            step-for-step identical), or an engine object.
+        data_dir: an upstream ``json_2.1.1`` folder to play instead of the bundled games
+            (default: the ``ALFWORLD_DATA`` environment variable, else the bundled games).
+        expert_plan_horizon: length of ``info["expert_plan"]`` when the engine can be copied.
+        render_mode: ``None``, ``"ansi"`` or ``"human"``.
+    """
+
+    def __init__(
+        self,
+        split: str = "train",
+        task_types: Iterable[int | str] | None = None,
+        engine: str | AlfredEngine = "textworld",
+        data_dir: str | os.PathLike[str] | None = None,
+        expert_plan_horizon: int = 1,
+        render_mode: str | None = None,
+    ) -> None:
+        super().__init__(render_mode=render_mode)
+        if expert_plan_horizon < 1:
+            raise ValueError(f"expert_plan_horizon must be >= 1, got {expert_plan_horizon}")
+        self.split = split
+        self.games: list[AlfredGame] = load_games(split, task_types, data_dir)
+        if not self.games:
+            raise ValueError(f"no ALFWorld games in split {split!r} for task_types={task_types!r}")
+        self._game_index = {game.id: index for index, game in enumerate(self.games)}
+        self.engine: AlfredEngine = make_engine(engine) if isinstance(engine, str) else engine
+        self.expert_plan_horizon = expert_plan_horizon
+        self.game: AlfredGame | None = None
+        self._expert: HandCodedExpert | None = None
+        self._expert_action = _NO_EXPERT_ACTION
+        self._won = False
+
+    # -- TextEnv hooks -------------------------------------------------------------------------
+    def _reset_game(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        index = self._task_index(options["task"]) if "task" in options else int(self.np_random.integers(len(self.games)))
+        self.game = self.games[index]
+        expert_seed = int(self.np_random.integers(2**63))
+        step = self.engine.reset(self.game)
+        self._won = step.won
+        self._expert = HandCodedExpert(self.game.task_params, random.Random(expert_seed))
+        self._expert_action = self._expert.start(step.observation)
+        return step.observation, self._info(step)
+
+    def _step_game(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        if self.game is None:
+            raise RuntimeError("ALFWorldEnv.step() called before reset()")
+        step = self.engine.step(action)
+        reward = 1.0 if step.won and not self._won else 0.0
+        self._won = step.won
+        self._expert_action = self._advance_expert(self._expert, action, step)
+        return step.observation, reward, step.won, self._info(step)
+
+    def close(self) -> None:
+        self.engine.close()
+        super().close()
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _task_index(self, task: int | str) -> int:
+        if isinstance(task, str):
+            if task not in self._game_index:
+                raise ValueError(f"unknown ALFWorld game id {task!r} in split {self.split!r}")
+            return self._game_index[task]
+        if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < len(self.games):
+            raise ValueError(f"options['task'] must be a game id or an index in [0, {len(self.games)}), got {task!r}")
+        return task
+
+    @staticmethod
+    def _advance_expert(expert: HandCodedExpert | None, action: str, step: EngineStep) -> str:
+        """The expert's next action after ``action`` (``"look"`` when it has none, like upstream)."""
+        if expert is None:
+            return _NO_EXPERT_ACTION
+        try:
+            proposal = expert.next_action(action, step.observation, step.admissible_commands)
+        except (ExpertFailed, IndexError, KeyError, ValueError):
+            # Upstream's expert raises here (timeouts, empty choices); the episode goes on.
+            return _NO_EXPERT_ACTION
+        return proposal if proposal in step.admissible_commands else _NO_EXPERT_ACTION
+
+    def _expert_plan(self, won: bool) -> list[str]:
+        plan = [self._expert_action]
+        if self.expert_plan_horizon == 1 or won or not isinstance(self.engine, CloneableAlfredEngine):
+            return plan
+        engine, expert = self.engine.clone(), copy.deepcopy(self._expert)
+        while len(plan) < self.expert_plan_horizon:
+            step = engine.step(plan[-1])
+            if step.won:
+                break
+            plan.append(self._advance_expert(expert, plan[-1], step))
+        engine.close()
+        return plan
+
+    def _info(self, step: EngineStep) -> dict[str, Any]:
+        assert self.game is not None
+        return {
+            "admissible_commands": list(step.admissible_commands),
+            "won": step.won,
+            "task": self.game.goal,
+            "task_type": self.game.task_type,
+            "game": self.game.id,
+            "expert_action": self._expert_action,
+            "expert_plan": self._expert_plan(step.won),
+        }

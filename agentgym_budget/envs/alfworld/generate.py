@@ -1,0 +1,504 @@
+"""Generate ALFWorld task instances offline, in the upstream ``initial_state.pddl`` form.
+
+Upstream ALFWorld's games (``json_2.1.1``) were dumped from AI2-THOR scenes that ALFRED had
+randomised (object positions from the physics simulator).  The alfworld wheel ships, per
+THOR floor plan, the object *types* present (``FloorPlanN-objects.json``) and the static
+receptacles with the agent pose used to reach them (``FloorPlanN-openable.json``), but not
+which object lies where.  This generator rebuilds scenes from those files:
+
+* receptacles = the floor plan's THOR receptacle ids (so the ``AlfredDemangler`` numbering,
+  e.g. "cabinet 3", is the real one for that room) plus stove burners / coffee machine /
+  toaster, which THOR has but the layout files do not list (synthetic ids, see ``_EXTRA_RECEPTACLES``);
+* small objects = the floor plan's pickupable types, 1..3 instances each (ALFRED's
+  ``MAX_NUM_OF_OBJ_INSTANCES``; 1 with probability 0.6, 2 with 0.3), each put in a random receptacle that may hold it
+  (``constants.VAL_RECEPTACLE_OBJECTS``), with THOR-like ids (``Apple|+01.20|+00.90|-02.35``);
+* the task (type, object, parent receptacle, lamp) is sampled among those the scene allows
+  (``constants.GOALS_VALID`` room types, ``VAL_ACTION_OBJECTS`` for clean/heat/cool), the goal
+  PDDL comes from ``alfworld/gen/goal_library.py`` and the sentence from its templates;
+* no object of the target type starts in a receptacle of the parent type (so no game is won
+  at reset and the handcoded expert's bookkeeping is exact), all receptacles start closed,
+  nothing starts hot, cold, clean or on.
+
+The PDDL text follows upstream's ``scripts/augment_pddl_states.py`` (``TextWorldTaskGameStateFullKnowledge``):
+same sections, facts and id mangling.  Splits: ``train`` and ``valid_seen`` use the same
+floor plans; ``valid_unseen`` uses ALFRED's held-out validation rooms (FloorPlan10, 219, 308,
+424), which train never sees.  Everything is drawn from one ``random.Random(seed)``.
+
+Usage (generation needs the ``alfworld`` extra for the layout files)::
+
+    python -m agentgym_budget.envs.alfworld.generate generate --out DIR --seed 0 \\
+        --train 3000 --valid-seen 140 --valid-unseen 140
+    python -m agentgym_budget.envs.alfworld.generate check --games DIR --split valid_seen \\
+        --engine textworld --progress valid_seen.progress.jsonl
+    python -m agentgym_budget.envs.alfworld.generate apply --games DIR --split valid_seen \\
+        --progress valid_seen.progress.jsonl
+
+``check`` plays the handcoded expert on every game (resumable); ``apply`` drops the games it
+did not win within 50 turns, stores its winning actions as the walkthrough and records in
+``manifest.json`` how many games were checked and with which engine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import lzma
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agentgym_budget._optional import require
+from agentgym_budget.envs.alfworld.game import TASK_TYPES, AlfredGame
+
+__all__ = ["GENERATOR_VERSION", "UNSEEN_FLOOR_PLANS", "Scene", "generate_games", "main", "write_split"]
+
+#: Bumped whenever the generator's output for a given seed changes.
+GENERATOR_VERSION = "1"
+#: ALFRED's valid_unseen rooms (one kitchen, living room, bedroom, bathroom): held out of train.
+UNSEEN_FLOOR_PLANS: tuple[int, ...] = (10, 219, 308, 424)
+_ROOM_TYPES = {"Kitchen": range(1, 31), "LivingRoom": range(201, 231), "Bedroom": range(301, 331), "Bathroom": range(401, 431)}
+#: THOR receptacles missing from the layout files: type -> instance count.
+_EXTRA_RECEPTACLES = {"StoveBurner": 4, "CoffeeMachine": 1, "Toaster": 1}
+#: Where a desk lamp stands (THOR puts lamps on furniture; they are not in VAL_RECEPTACLE_OBJECTS).
+_LAMP_RECEPTACLES = ("Desk", "SideTable", "Dresser", "Shelf", "CoffeeTable", "TVStand")
+_MAX_INSTANCES = 3  # constants.MAX_NUM_OF_OBJ_INSTANCES
+_INSTANCE_WEIGHTS = (6, 3, 1)  # mostly single instances: the real engine's reset time grows with the object count
+_TASK_REQUIREMENTS = {  # task type -> (VAL_ACTION_OBJECTS key the object needs, receptacle type the scene needs)
+    "pick_clean_then_place_in_recep": ("Cleanable", "SinkBasin"),
+    "pick_heat_then_place_in_recep": ("Heatable", "Microwave"),
+    "pick_cool_then_place_in_recep": ("Coolable", "Fridge"),
+}
+
+
+@dataclass
+class _Alfworld:
+    """The parts of the alfworld package the generator reads."""
+
+    constants: Any
+    goals: dict[str, Any]
+    layouts: Any  # importlib.resources Traversable of alfworld/gen/layouts
+
+
+def _load_alfworld() -> _Alfworld:
+    require("alfworld", "alfworld", "generating ALFWorld games")
+    from importlib import resources
+
+    import alfworld.gen.constants as constants
+    import alfworld.gen.goal_library as goal_library
+
+    return _Alfworld(constants, goal_library.gdict, resources.files("alfworld.gen").joinpath("layouts"))
+
+
+@dataclass
+class Scene:
+    """A room: receptacles (THOR id -> type, pose) and objects (THOR id -> type, receptacle id)."""
+
+    floor_plan: int
+    receptacles: dict[str, str] = field(default_factory=dict)
+    poses: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    object_types: dict[str, str] = field(default_factory=dict)
+    placement: dict[str, str] = field(default_factory=dict)
+    agent_pose: tuple[int, int, int, int] = (0, 0, 0, 30)
+
+    def receptacles_of(self, rtype: str) -> list[str]:
+        return sorted(r for r, t in self.receptacles.items() if t == rtype)
+
+    def objects_of(self, otype: str) -> list[str]:
+        return sorted(o for o, t in self.object_types.items() if t == otype)
+
+
+def _room_type(floor_plan: int) -> str:
+    return next(room for room, plans in _ROOM_TYPES.items() if floor_plan in plans)
+
+
+def _thor_coord(value: float) -> str:
+    return f"{value:+06.2f}"
+
+
+def _grid_pose(pose: Sequence[float]) -> tuple[int, int, int, int]:
+    x, z, rotation, horizon = pose
+    return (round(x / 0.25), round(z / 0.25), round(rotation / 90) % 4, round(horizon))
+
+
+def _build_scene(alf: _Alfworld, floor_plan: int, rng: random.Random) -> Scene:
+    c = alf.constants
+    layouts = alf.layouts
+    types = json.loads(layouts.joinpath(f"FloorPlan{floor_plan}-objects.json").read_text())
+    openable = json.loads(layouts.joinpath(f"FloorPlan{floor_plan}-openable.json").read_text())
+    static_types = c.RECEPTACLES - c.MOVABLE_RECEPTACLES_SET
+    scene = Scene(floor_plan)
+    for thor_id, pose in sorted(openable.items()):
+        rtype = thor_id.split("|")[-1] if thor_id.count("|") == 4 else thor_id.split("|")[0]
+        if rtype in static_types:
+            scene.receptacles[thor_id] = rtype
+            scene.poses[thor_id] = _grid_pose(pose)
+    _add_extra_receptacles(scene, set(types), rng)
+    _make_locations_unique(scene)
+    placeable = set().union(*c.VAL_RECEPTACLE_OBJECTS.values())
+    for otype in sorted(set(types)):
+        if otype in static_types or otype not in placeable or otype.endswith("Sliced") or otype not in c.OBJECTS:
+            continue
+        holders = [r for r, t in scene.receptacles.items() if otype in c.VAL_RECEPTACLE_OBJECTS.get(t, ())]
+        if not holders:
+            continue
+        for _ in range(rng.choices(range(1, _MAX_INSTANCES + 1), weights=_INSTANCE_WEIGHTS)[0]):
+            _add_object(scene, otype, rng.choice(sorted(holders)), rng)
+    lamp_holders = [r for r, t in sorted(scene.receptacles.items()) if t in _LAMP_RECEPTACLES]
+    if "DeskLamp" in types and lamp_holders:
+        _add_object(scene, "DeskLamp", rng.choice(lamp_holders), rng)
+    scene.agent_pose = _agent_start(alf, floor_plan, scene, rng)
+    return scene
+
+
+def _add_extra_receptacles(scene: Scene, types: set[str], rng: random.Random) -> None:
+    anchors = scene.receptacles_of("CounterTop") or sorted(scene.receptacles)
+    for rtype, count in _EXTRA_RECEPTACLES.items():
+        if rtype not in types or not anchors:
+            continue
+        for _ in range(count):
+            x, z, rotation, horizon = scene.poses[rng.choice(anchors)]
+            thor_id = "|".join([rtype, _thor_coord(rng.uniform(-3, 3)), _thor_coord(rng.uniform(0.8, 1.2)), _thor_coord(rng.uniform(-3, 3))])
+            scene.receptacles[thor_id] = rtype
+            scene.poses[thor_id] = (x + rng.randint(-2, 2), z + rng.randint(-2, 2), rotation, horizon)
+
+
+def _make_locations_unique(scene: Scene) -> None:
+    """Give every receptacle its own location (shared ones make receptacles unreachable from
+    each other in the PDDL domain); bumps the camera horizon of later duplicates."""
+    used: set[tuple[int, int, int, int]] = set()
+    for thor_id in sorted(scene.receptacles):
+        x, z, rotation, horizon = scene.poses[thor_id]
+        while (x, z, rotation, horizon) in used:
+            horizon += 15
+        scene.poses[thor_id] = (x, z, rotation, horizon)
+        used.add((x, z, rotation, horizon))
+
+
+def _add_object(scene: Scene, otype: str, receptacle: str, rng: random.Random) -> str:
+    while True:
+        thor_id = "|".join([otype, _thor_coord(rng.uniform(-4, 4)), _thor_coord(rng.uniform(0.2, 2)), _thor_coord(rng.uniform(-4, 4))])
+        if thor_id not in scene.object_types:
+            break
+    scene.object_types[thor_id] = otype
+    scene.placement[thor_id] = receptacle
+    return thor_id
+
+
+def _agent_start(alf: _Alfworld, floor_plan: int, scene: Scene, rng: random.Random) -> tuple[int, int, int, int]:
+    import numpy as np  # a core dependency; only the layout points need it
+
+    with alf.layouts.joinpath(f"FloorPlan{floor_plan}-layout.npy").open("rb") as f:
+        points = np.load(f)
+    taken = set(scene.poses.values())
+    while True:
+        x, z = points[rng.randrange(len(points))]
+        pose = (round(float(x) / 0.25), round(float(z) / 0.25), rng.randrange(4), 30)
+        if pose not in taken:
+            return pose
+
+
+# -- task sampling ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Task:
+    task_type: str
+    object_target: str
+    parent_target: str = ""
+    toggle_target: str = ""
+
+
+def _candidate_tasks(alf: _Alfworld, scene: Scene, task_type: str) -> list[_Task]:
+    c = alf.constants
+    object_types = sorted({t for t in scene.object_types.values() if t != "DeskLamp"})
+    receptacle_types = sorted(set(scene.receptacles.values()))
+    if task_type == "look_at_obj_in_light":
+        if "DeskLamp" not in scene.object_types.values():
+            return []
+        return [_Task(task_type, o, toggle_target="DeskLamp") for o in object_types]
+    needed_action, needed_receptacle = _TASK_REQUIREMENTS.get(task_type, (None, None))
+    if needed_receptacle is not None and needed_receptacle not in receptacle_types:
+        return []
+    tasks = []
+    for otype in object_types:
+        if needed_action is not None and otype not in c.VAL_ACTION_OBJECTS[needed_action]:
+            continue
+        holders = {t for t in receptacle_types if otype in c.VAL_RECEPTACLE_OBJECTS.get(t, ())}
+        for parent in sorted(holders - {needed_receptacle}):
+            if holders - {parent}:  # somewhere else for the object to start
+                tasks.append(_Task(task_type, otype, parent))
+    return tasks
+
+
+def _fit_scene_to_task(alf: _Alfworld, scene: Scene, task: _Task, rng: random.Random) -> None:
+    """Move target objects out of parent-type receptacles; give pick-two tasks two targets."""
+    c = alf.constants
+    holders = sorted(
+        r for r, t in scene.receptacles.items()
+        if task.object_target in c.VAL_RECEPTACLE_OBJECTS.get(t, ()) and t != task.parent_target
+    )
+    for obj in scene.objects_of(task.object_target):
+        if scene.receptacles[scene.placement[obj]] == task.parent_target:
+            scene.placement[obj] = rng.choice(holders)
+    if task.task_type == "pick_two_obj_and_place":
+        while len(scene.objects_of(task.object_target)) < 2:
+            _add_object(scene, task.object_target, rng.choice(holders), rng)
+
+
+def _goal_sentence(alf: _Alfworld, task: _Task, rng: random.Random) -> str:
+    template = rng.choice(alf.goals[task.task_type]["templates"])
+    return template.format(obj=task.object_target.lower(), recep=task.parent_target.lower(), toggle=task.toggle_target.lower(), mrecep="")
+
+
+# -- PDDL ------------------------------------------------------------------------------------
+_MANGLE = {"-": "_minus_", "#": "-", "|": "_bar_", "+": "_plus_", ".": "_dot_", ",": "_comma_"}
+
+
+def _mangle(text: str) -> str:
+    """``fix_pddl_str_chars``: one simultaneous replacement pass (like ``py_util.multireplace``)."""
+    return "".join(_MANGLE.get(char, char) for char in text)
+
+
+def _loc(pose: tuple[int, int, int, int]) -> str:
+    return "loc|%d|%d|%d|%d" % pose
+
+
+def scene_to_pddl(alf: _Alfworld, scene: Scene, task: _Task, problem_id: str) -> str:
+    """The problem text, section by section as ``augment_pddl_states.state_to_pddl`` writes it."""
+    c = alf.constants
+    static_types = c.RECEPTACLES - c.MOVABLE_RECEPTACLES_SET
+    type_constants = sorted(c.OBJECTS_SET - static_types)
+    start = "\n(define (problem plan_%s)\n(:domain alfred)\n(:objects\nagent1 # agent\n%s\n%s\n%s\n" % (
+        problem_id,
+        "\n        ".join(f"{o} # object" for o in type_constants),
+        "\n        ".join(f"{o}Type # otype" for o in type_constants),
+        "\n        ".join(f"{r}Type # rtype" for r in sorted(static_types)),
+    )
+    objects = sorted(scene.object_types)
+    receptacles = sorted(scene.receptacles)
+    locations = sorted({_loc(scene.poses[r]) for r in receptacles})
+    mid_start = "\n        %s\n        %s\n        %s\n        )\n    " % (
+        "\n        ".join(f"{o} # object" for o in objects),
+        "\n        ".join(f"{r} # receptacle" for r in receptacles),
+        "\n        ".join([f"{loc} # location" for loc in locations] + [f"{_loc(scene.agent_pose)} # location"]),
+    )
+    types_in_scene = set(scene.object_types.values())
+    can_contain = []
+    for rtype in sorted(set(scene.receptacles.values())):
+        can_contain += [f"(canContain {rtype}Type {o}Type)" for o in sorted(c.VAL_RECEPTACLE_OBJECTS.get(rtype, ())) if o in types_in_scene]
+
+    def facts(predicate: str, items: Sequence[str]) -> str:
+        return "\n        ".join(f"({predicate} {item})" for item in items)
+
+    def of_action(kind: str) -> list[str]:
+        return [o for o in objects if scene.object_types[o] in c.VAL_ACTION_OBJECTS[kind]]
+
+    sections = [
+        "\n        ".join(f"(receptacleType {r} {scene.receptacles[r]}Type)" for r in receptacles),
+        "\n        ".join(f"(objectType {o} {scene.object_types[o]}Type)" for o in objects),
+        "\n        ".join(can_contain),
+        facts("pickupable", [o for o in objects if scene.object_types[o] != "DeskLamp"]),
+        facts("isReceptacleObject", [o for o in objects if scene.object_types[o] in c.MOVABLE_RECEPTACLES_SET]),
+        facts("openable", [r for r in receptacles if scene.receptacles[r] in c.OPENABLE_CLASS_SET]),
+        f"\n        (atLocation agent1 {_loc(scene.agent_pose)})",
+        "",  # opened: every receptacle starts closed
+        facts("cleanable", of_action("Cleanable")),
+        "",  # isClean
+        facts("heatable", of_action("Heatable")),
+        facts("coolable", of_action("Coolable")),
+        "",  # isHot
+        "",  # isCool
+        facts("toggleable", of_action("Toggleable")),
+        "",  # isOn
+        "",  # isReceptacleObject of movable receptacles that are the mrecep target
+        facts("sliceable", of_action("Sliceable")),
+        "",  # isSliced
+        "\n        ".join(f"(inReceptacle {o} {scene.placement[o]})" for o in objects),
+        "",  # wasInReceptacle
+        "",  # distances
+        "\n        ".join(f"(receptacleAtLocation {r} {_loc(scene.poses[r])})" for r in receptacles),
+        "\n        ".join(f"(objectAtLocation {o} {_loc(scene.poses[scene.placement[o]])})" for o in objects),
+    ]
+    mid_init = "\n" + "".join(f"        {s}\n" for s in sections) + "        )\n    "
+    goal = alf.goals[task.task_type]["pddl"].format(
+        obj=task.object_target, recep=task.parent_target, toggle=task.toggle_target, mrecep=""
+    )
+    return _mangle(start) + "\n" + _mangle(mid_start) + "\n" + "\n(:init\n" + "\n" + _mangle(mid_init) + "\n" + _mangle(goal)
+
+
+# -- splits ----------------------------------------------------------------------------------
+def _floor_plans(alf: _Alfworld) -> list[int]:
+    names = [p.name for p in alf.layouts.iterdir() if p.name.endswith("-openable.json")]
+    return sorted(int(n[len("FloorPlan") : -len("-openable.json")]) for n in names)
+
+
+def generate_games(split: str, count: int, seed: int, floor_plans: Sequence[int] | None = None) -> list[AlfredGame]:
+    """``count`` games for ``split`` (task types in turn, so all six are balanced)."""
+    alf = _load_alfworld()
+    if floor_plans is None:
+        all_plans = _floor_plans(alf)
+        unseen = split == "valid_unseen"
+        floor_plans = [p for p in all_plans if (p in UNSEEN_FLOOR_PLANS) == unseen]
+    rng = random.Random(f"{seed}/{split}")
+    task_types = list(TASK_TYPES.values())
+    games: list[AlfredGame] = []
+    attempts = 0
+    while len(games) < count:
+        attempts += 1
+        if attempts > 50 * count + 1000:
+            raise RuntimeError(f"could not generate {count} {split} games from floor plans {list(floor_plans)}")
+        task_type = task_types[len(games) % len(task_types)]
+        plans = [p for p in floor_plans if _room_type(p) in alf.constants.GOALS_VALID[task_type]]
+        floor_plan = rng.choice(plans)
+        scene = _build_scene(alf, floor_plan, rng)
+        candidates = _candidate_tasks(alf, scene, task_type)
+        if not candidates:
+            continue
+        task = rng.choice(candidates)
+        _fit_scene_to_task(alf, scene, task, rng)
+        game_id = f"{task.task_type}-{task.object_target}-None-{task.parent_target or task.toggle_target}-{floor_plan}/trial_{split}_{len(games):05d}"
+        games.append(
+            AlfredGame(
+                id=game_id,
+                split=split,
+                task_type=task.task_type,
+                goal=_goal_sentence(alf, task, rng),
+                pddl_problem=scene_to_pddl(alf, scene, task, game_id.replace("/", "_")),
+                object_target=task.object_target.lower(),
+                parent_target=task.parent_target.lower(),
+                toggle_target=task.toggle_target.lower(),
+            )
+        )
+    return games
+
+
+def write_split(games: Sequence[AlfredGame], path: Path) -> None:
+    """One JSON line per game (without ``split``, which is the file name), xz-compressed.
+
+    xz rather than gzip: the games share most of their PDDL text, and xz's 8 MiB window sees
+    across games (3000 train games: 112 MB of text -> about 3 MB; gzip: 8.8 MB)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with lzma.open(path, "wt", encoding="utf-8", preset=6) as f:
+        for game in games:
+            record = game.to_record()
+            record.pop("split")
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+
+
+# -- solvability check ------------------------------------------------------------------------
+def expert_walkthrough(game: AlfredGame, engine: Any, max_turns: int = 50) -> tuple[str, ...] | None:
+    """The handcoded expert's winning actions on ``game`` within ``max_turns``, else ``None``.
+
+    The expert is played exactly as an agent following ``info["expert_action"]`` would play it
+    (its first action is upstream's ``"look"``), seeded from the game id.
+    """
+    from agentgym_budget.envs.alfworld.env import ALFWorldEnv
+    from agentgym_budget.envs.alfworld.expert import HandCodedExpert
+
+    expert = HandCodedExpert(game.task_params, random.Random(game.id))
+    step = engine.reset(game)
+    action = expert.start(step.observation)
+    actions: list[str] = []
+    for _ in range(max_turns):
+        step = engine.step(action)
+        actions.append(action)
+        if step.won:
+            return tuple(actions)
+        action = ALFWorldEnv._advance_expert(expert, action, step)
+    return None
+
+
+def check_split(games_dir: Path, split: str, engine_name: str, limit: int | None, progress: Path) -> None:
+    """Run the expert on the games of ``split`` (the first ``limit``), appending results to ``progress``.
+
+    Resumable: games already in ``progress`` are skipped.
+    """
+    from agentgym_budget.envs.alfworld.engine import make_engine
+
+    games = _read_split(games_dir / f"{split}.jsonl.xz", split)[:limit]
+    done = {json.loads(line)["id"] for line in progress.read_text().splitlines()} if progress.exists() else set()
+    engine = make_engine(engine_name)
+    with progress.open("a") as out:
+        for game in games:
+            if game.id in done:
+                continue
+            walkthrough = expert_walkthrough(game, engine)
+            out.write(json.dumps({"id": game.id, "engine": engine_name, "walkthrough": walkthrough}) + "\n")
+            out.flush()
+
+
+def apply_checks(games_dir: Path, split: str, progress_files: Sequence[Path], seed: int) -> dict[str, Any]:
+    """Drop the games the expert could not win, store its walkthroughs, update the manifest."""
+    games = _read_split(games_dir / f"{split}.jsonl.xz", split)
+    results: dict[str, dict[str, Any]] = {}
+    for path in progress_files:
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            results[record["id"]] = record
+    kept = []
+    for game in games:
+        result = results.get(game.id)
+        if result is None:
+            kept.append(game)  # unchecked: kept, and counted as such in the manifest
+        elif result["walkthrough"] is not None:
+            kept.append(dataclasses.replace(game, walkthrough=tuple(result["walkthrough"])))
+    write_split(kept, games_dir / f"{split}.jsonl.xz")
+    checked = [g for g in games if g.id in results]
+    engines = sorted({results[g.id]["engine"] for g in checked})
+    summary = {
+        "generated": len(games),
+        "checked": len(checked),
+        "checker_engines": engines,
+        "unsolvable_dropped": len(games) - len(kept),
+        "games": len(kept),
+        "per_task_type": {t: sum(g.task_type == t for g in kept) for t in TASK_TYPES.values()},
+        "floor_plans": sorted({int(g.id.split("/")[0].rsplit("-", 1)[1]) for g in kept}),
+    }
+    manifest_path = games_dir / "manifest.json"
+    manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
+    manifest.update({"generator_version": GENERATOR_VERSION, "seed": seed, "max_turns": 50})
+    manifest.setdefault("splits", {})[split] = summary
+    manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
+    return summary
+
+
+def _read_split(path: Path, split: str) -> list[AlfredGame]:
+    with lzma.open(path, "rt", encoding="utf-8") as lines:
+        return [AlfredGame.from_record({**json.loads(line), "split": split}) for line in lines if line.strip()]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    gen = commands.add_parser("generate", help="write <out>/<split>.jsonl.xz")
+    gen.add_argument("--out", type=Path, required=True)
+    gen.add_argument("--seed", type=int, default=0)
+    gen.add_argument("--train", type=int, default=3000)
+    gen.add_argument("--valid-seen", type=int, default=140)
+    gen.add_argument("--valid-unseen", type=int, default=140)
+    check = commands.add_parser("check", help="run the expert on a split, appending to a progress file")
+    check.add_argument("--games", type=Path, required=True)
+    check.add_argument("--split", required=True)
+    check.add_argument("--engine", default="textworld")
+    check.add_argument("--limit", type=int, default=None)
+    check.add_argument("--progress", type=Path, required=True)
+    apply = commands.add_parser("apply", help="drop unsolvable games, store walkthroughs, write the manifest")
+    apply.add_argument("--games", type=Path, required=True)
+    apply.add_argument("--split", required=True)
+    apply.add_argument("--progress", type=Path, nargs="+", required=True)
+    apply.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command == "generate":
+        for split, count in (("train", args.train), ("valid_seen", args.valid_seen), ("valid_unseen", args.valid_unseen)):
+            games = generate_games(split, count, args.seed)
+            write_split(games, args.out / f"{split}.jsonl.xz")
+            print(f"{split}: {len(games)} games -> {args.out / f'{split}.jsonl.xz'}")
+    elif args.command == "check":
+        check_split(args.games, args.split, args.engine, args.limit, args.progress)
+    else:
+        print(json.dumps(apply_checks(args.games, args.split, args.progress, args.seed), indent=1))
+
+
+if __name__ == "__main__":
+    main()

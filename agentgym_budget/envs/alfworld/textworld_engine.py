@@ -1,0 +1,76 @@
+"""The real ALFWorld engine: TextWorld's ``PddlEnv`` (Fast Downward) with ALFWorld's naming.
+
+This is the engine upstream ALFWorld's ``AlfredTWEnv`` runs: ``PddlEnv`` wrapped in
+``AlfredDemangler`` (``shuffle=False``, as for evaluation), asked for ``won`` and
+``admissible_commands``.  It needs the ``alfworld`` extra (``alfworld`` + ``textworld[pddl]``,
+which builds Fast Downward) and runs about 8 steps/s; loading and resetting a game translates
+the PDDL problem with Fast Downward (about 1 s).
+
+Example:
+    >>> from agentgym_budget.envs.alfworld.game import load_games
+    >>> from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine
+    >>> engine = TextWorldAlfredEngine()
+    >>> first = engine.reset(load_games("valid_seen")[0])
+    >>> first.observation.splitlines()[0]
+    '-= Welcome to TextWorld, ALFRED! =-'
+    >>> engine.step("look around").observation
+    'Nothing happens.'
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym_budget._optional import require
+from agentgym_budget.envs.alfworld.engine import EngineStep
+from agentgym_budget.envs.alfworld.game import AlfredGame
+
+__all__ = ["TextWorldAlfredEngine"]
+
+_WHAT = "ALFWorld's real engine (engine='textworld')"
+
+
+class TextWorldAlfredEngine:
+    """:class:`~agentgym_budget.envs.alfworld.engine.AlfredEngine` backed by TextWorld's ``PddlEnv``.
+
+    Args:
+        facts: also request the PDDL facts (``last_state["facts"]``), which upstream's
+            handcoded expert reads; off by default because it costs time.
+    """
+
+    def __init__(self, *, facts: bool = False) -> None:
+        textworld = require("textworld", "alfworld", _WHAT)
+        require("fast_downward", "alfworld", _WHAT)
+        require("alfworld", "alfworld", _WHAT)
+        from alfworld.agents.environment.alfred_tw_env import AlfredDemangler
+        from textworld.envs.pddl import PddlEnv
+
+        self.request_infos = textworld.EnvInfos(won=True, admissible_commands=True, facts=facts)
+        self._env = AlfredDemangler(shuffle=False)(PddlEnv(self.request_infos))
+        self._game: AlfredGame | None = None
+        #: The last TextWorld ``GameState`` (for checks against upstream code).
+        self.last_state: Any = None
+
+    def reset(self, game: AlfredGame) -> EngineStep:
+        if game != self._game:
+            self._env.load(game.to_tw_pddl())  # PddlEnv.load takes the game dict as well as a path
+            self._game = game
+        return self._record(self._env.reset())
+
+    def step(self, command: str) -> EngineStep:
+        if self._game is None:
+            raise RuntimeError("TextWorldAlfredEngine.step() called before reset()")
+        state, _, _ = self._env.step(command)
+        return self._record(state)
+
+    def close(self) -> None:
+        self._env.close()
+        self._game = None
+
+    def _record(self, state: Any) -> EngineStep:
+        self.last_state = state
+        return EngineStep(
+            observation=state["feedback"],
+            admissible_commands=list(state["admissible_commands"]),
+            won=bool(state["won"]),
+        )
