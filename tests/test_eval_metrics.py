@@ -9,6 +9,7 @@ from agentgym_budget.eval.metrics import (
     decision_quality,
     error_recovery,
     error_turns,
+    only_one_step_plans,
     resilience,
 )
 from agentgym_budget.eval.rollout import EpisodeRecord
@@ -125,3 +126,18 @@ def test_behaviour_metrics_use_the_largest_budget_rollouts() -> None:
     assert metrics["budget"] == 3
     assert metrics["decision_quality"]["overall"] == 1.0
     assert metrics["error_recovery"]["errors"] == 0
+
+
+def test_one_step_plans_count_as_unknown_plan_lengths() -> None:
+    # An env reporting only the next expert action as its "plan": lengths 1 say nothing.
+    records = [
+        episode([1, 0, 1], won_turn=3, plan_length=1, plan_left=[1, 1, 0], budget=10),
+        episode([0, 0], plan_length=1, plan_left=[1, 1], budget=10, attempt=1),
+    ]
+    assert only_one_step_plans(records)
+    metrics = behaviour_metrics(records, ts=(10,))
+    assert metrics["plan_lengths_known"] is False
+    assert list(metrics["resilience"]["by_plan_length"]) == ["unknown"]
+    assert metrics["resilience"]["mean_turns_per_plan_step"] is None
+    full = [episode([1, 1], won_turn=2, plan_length=2, plan_left=[1, 0])]
+    assert not only_one_step_plans(full) and behaviour_metrics(full, ts=(5,))["plan_lengths_known"]

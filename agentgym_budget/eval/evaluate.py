@@ -222,8 +222,9 @@ def evaluate(
     successes = success_counts(records, ts, tasks)
     grid = passkt_grid(successes, attempts, ks, ts, bootstrap=bootstrap, ci_level=ci_level, seed=seed)
     plan_lengths = [-1] * tasks
-    for record in records:
-        plan_lengths[record.task] = record.plan_length
+    if metrics["plan_lengths_known"]:
+        for record in records:
+            plan_lengths[record.task] = record.plan_length
     steps = sum(r.turns for r in records)
     return PassKTResult(
         env_id=env_id, policy=getattr(policy_obj, "name", type(policy_obj).__name__), mode=resolved,

@@ -3,6 +3,9 @@
 Notation for one episode: turns ``t = 1..n``; ``a_t`` the action of turn ``t``, chosen in the
 state ``s_{t-1}`` (``s_0`` = the reset state); ``d_t`` the expert's remaining plan length
 after turn ``t`` (``d_0`` = the task's *plan length*, ``len(info["expert_plan"])`` at reset).
+Envs that only report the expert's next action as its plan (a plan never longer than one
+action, see :func:`only_one_step_plans`) give no plan lengths: detours are then not
+detected and every task is in the ``"unknown"`` plan-length bucket.
 
 **Decision quality** — the fraction of turns, over all turns where the env knows the expert's
 action in ``s_{t-1}``, at which ``a_t`` is that action (or one of ``info["expert_actions"]``).
@@ -49,6 +52,7 @@ Example:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -63,6 +67,7 @@ __all__ = [
     "decision_quality",
     "error_recovery",
     "error_turns",
+    "only_one_step_plans",
     "resilience",
 ]
 
@@ -200,18 +205,43 @@ def resilience(
     }
 
 
+def only_one_step_plans(records: Sequence[EpisodeRecord]) -> bool:
+    """Whether no record ever saw an expert plan longer than one action.
+
+    Some envs report only the expert's next action as its plan (upstream ALFWorld's
+    ``expert_plan``, our ALFWorld with ``expert_plan_horizon=1``): a length of 1 then says
+    nothing about the remaining plan.  A real full plan is longer than one action at the
+    start of at least one task, so "never longer than 1" identifies one-step plans.
+    """
+    return all(r.plan_length <= 1 and max(r.plan_left, default=UNKNOWN) <= 1 for r in records)
+
+
+def without_plans(record: EpisodeRecord) -> EpisodeRecord:
+    """``record`` with its plan lengths marked unknown."""
+    return dataclasses.replace(record, plan_length=UNKNOWN, plan_left=[UNKNOWN] * record.turns)
+
+
 def behaviour_metrics(
     records: Sequence[EpisodeRecord],
     ts: Sequence[int],
     early_turns: int = DEFAULT_EARLY_TURNS,
     plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
 ) -> dict[str, Any]:
-    """All agent-behaviour metrics: ``decision_quality``, ``error_recovery``, ``resilience``."""
+    """All agent-behaviour metrics: ``decision_quality``, ``error_recovery``, ``resilience``.
+
+    When the env only ever reports one-step plans (see :func:`only_one_step_plans`), plan
+    lengths are treated as unknown (no detours, plan-length bucket ``"unknown"``) and
+    ``plan_lengths_known`` is ``False``.
+    """
+    plans_known = not only_one_step_plans(records)
+    if not plans_known:
+        records = [without_plans(r) for r in records]
     longest = max((r.budget for r in records), default=0)
     at_longest = [r for r in records if r.budget == longest]
     return {
         "early_turns": early_turns,
         "budget": longest,
+        "plan_lengths_known": plans_known,
         "decision_quality": decision_quality(at_longest, early_turns),
         "error_recovery": error_recovery(at_longest),
         "resilience": resilience(records, ts, plan_edges),

@@ -186,7 +186,10 @@ class PassKTResult:
         table.add_row("success after an error / without error",
                       f"{fmt(er.get('success_after_error'))} / {fmt(er.get('success_without_error'))}")
         table.add_row("mean turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2))
-        table.add_row("turns per expert plan step (won episodes)", fmt(res.get("mean_turns_per_plan_step"), 2))
+        if m.get("plan_lengths_known", True):
+            table.add_row("turns per expert plan step (won episodes)", fmt(res.get("mean_turns_per_plan_step"), 2))
+        else:
+            table.add_row("expert plan lengths", "not reported (one-step plans): no detours, no length buckets")
         largest = str(max(self.ts))
         for label, bucket in res.get("by_plan_length", {}).items():
             table.add_row(f"success at T={largest}, plan length {label} ({bucket['episodes']} ep.)",
