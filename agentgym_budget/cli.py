@@ -87,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--labels", default=None, help="names of a and b, comma-separated (default: the policies)")
 
     sub.add_parser("list", help="registered envs, their backends and whether each is installed")
+
+    from agentgym_budget.train.config import add_config_arguments  # torch-free: only the flags
+
+    add_config_arguments(sub.add_parser(
+        "train", help="reference GRPO/RLOO LLM trainer: fixed, BudgetMix or curriculum budgets (extra 'llm')"))
     return parser
 
 
@@ -176,13 +181,21 @@ def _list(_: argparse.Namespace) -> int:
     return 0
 
 
+def _train(args: argparse.Namespace) -> int:
+    from agentgym_budget.train import train
+    from agentgym_budget.train.config import config_from_arguments
+
+    train(config_from_arguments(args))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     args = _parser().parse_args(argv)
     from agentgym_budget._optional import MissingBackendError
     from agentgym_budget.eval.episode_log import EvaluationInterrupted
 
-    command = {"eval": _eval, "compare": _compare, "list": _list}[args.command]
+    command = {"eval": _eval, "compare": _compare, "list": _list, "train": _train}[args.command]
     try:
         return command(args)
     except (MissingBackendError, ValueError, FileNotFoundError) as e:

@@ -1,0 +1,46 @@
+"""The reference multi-turn LLM trainer: fixed-budget, BudgetMix and curriculum RL (GRPO/RLOO).
+
+Needs torch and transformers (extra ``llm``), imported when a trainer name is first used;
+``import agentgym_budget`` and ``agentgym_budget.train.config`` do not import them.
+
+* :mod:`~agentgym_budget.train.config` — :class:`TrainConfig`, every hyperparameter;
+* :mod:`~agentgym_budget.train.rollout` — multi-turn episode collection, batched generation;
+* :mod:`~agentgym_budget.train.grpo` — group advantages, turn samples, action log-probs;
+* :mod:`~agentgym_budget.train.kernels` — fused chunked log-probs and the policy loss;
+* :mod:`~agentgym_budget.train.trainer` — the loop, checkpoints, evaluation, logging;
+* :mod:`~agentgym_budget.train.tiny_model` — an offline tiny model and tokenizer.
+
+Example:
+    >>> from agentgym_budget.train import TrainConfig, train  # doctest: +SKIP
+    >>> train(TrainConfig(env_id="KeyDoor-v0", budget="mix:2,3,4,6"))  # doctest: +SKIP
+"""
+
+import importlib
+from typing import Any
+
+# Resolved on first use, so that ``agentgym_budget.train.config`` (what the CLI needs to list
+# the flags) imports without torch; everything else needs the extra ``llm``.
+_EXPORTS = {
+    "TrainConfig": "agentgym_budget.train.config",
+    "Episode": "agentgym_budget.train.rollout",
+    "LMPolicy": "agentgym_budget.train.rollout",
+    "collect_episodes": "agentgym_budget.train.rollout",
+    "make_train_env": "agentgym_budget.train.rollout",
+    "tiny_model_and_tokenizer": "agentgym_budget.train.tiny_model",
+    "Trainer": "agentgym_budget.train.trainer",
+    "train": "agentgym_budget.train.trainer",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = _EXPORTS[name]
+    if module != "agentgym_budget.train.config":
+        from agentgym_budget._optional import require
+
+        require("torch", "llm", "the trainer")
+        require("transformers", "llm", "the trainer")
+    return getattr(importlib.import_module(module), name)

@@ -1,0 +1,235 @@
+"""Every hyperparameter of the reference trainer, in one dataclass (CleanRL-style).
+
+Fixed-budget RL and BudgetMix RL differ only in :attr:`TrainConfig.budget`::
+
+    TrainConfig(budget="fixed:30")            # fixed-budget RL
+    TrainConfig(budget="mix:10,20,30,40,50")  # BudgetMix RL
+    TrainConfig(budget="curriculum:50->10@20000")
+
+Example:
+    >>> config = TrainConfig(env_id="KeyDoor-v0", budget="mix:2,3,4", total_updates=3)
+    >>> config.episodes_per_update
+    32
+    >>> TrainConfig(advantage="ppo")
+    Traceback (most recent call last):
+    ...
+    ValueError: advantage must be one of ('grpo', 'rloo'), got 'ppo'
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any, get_type_hints
+
+from agentgym_budget.wrappers.budget_spec import parse_budget_spec
+
+__all__ = ["TrainConfig", "add_config_arguments", "config_from_arguments"]
+
+
+@dataclass
+class TrainConfig:
+    # -- experiment -----------------------------------------------------------------------
+    env_id: str = "KeyDoor-v0"
+    """any registered text env id (``X-v0`` or ``X-Budget-v0``); it is run under ``TurnBudget``"""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """extra ``gym.make`` kwargs for the env (e.g. ``{"engine": "fast"}``)"""
+    budget: str = "fixed:4"
+    """the turn budget of training episodes: ``fixed:T``, ``mix:T1,T2,..``, ``uniform:A-B``, ``curriculum:..``"""
+    show_budget: bool = False
+    """append ``[Turns left: x of T]`` to every observation (the agent sees its budget)"""
+    model: str = "tiny"
+    """``tiny`` (a 2-layer Qwen2 + BPE tokenizer built offline from the env's text) or a HF name/path"""
+    output_dir: str = "runs/train"
+    """checkpoints, ``metrics.jsonl``/``metrics.csv``, TensorBoard events and eval results go here"""
+    seed: int = 0
+    """seeds the model init (tiny), task draws, sampling; the same seed gives the same run"""
+    resume: str | None = None
+    """a checkpoint folder, or ``"auto"`` for the latest one in ``output_dir``"""
+    device: str = "auto"
+    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda``, ``cuda:1``, ..."""
+    torch_threads: int | None = None
+    """``torch.set_num_threads`` for CPU work (``None``: torch's default); 1 is fastest for tiny
+    models on a busy machine, where spinning intra-op threads slow small ops down ~10x"""
+
+    # -- rollout --------------------------------------------------------------------------
+    tasks_per_update: int = 8
+    """distinct tasks (env seeds) per update"""
+    group_size: int = 4
+    """G: episodes per task; advantages are normalised within each group"""
+    max_new_tokens: int = 32
+    """generation length per turn (thought + action)"""
+    temperature: float = 1.0
+    """sampling temperature (> 0); log-probs in the loss use the same temperature"""
+    top_p: float = 1.0
+    """nucleus sampling mass (1.0: off, which keeps the sampler and the loss's distribution equal)"""
+    max_prompt_tokens: int = 1024
+    """context limit of a turn's prompt; older turns are dropped first (see ``rollout.fit_prompt``)"""
+    max_turns_shown: int | None = 20
+    """at most this many recent (observation, action) turns in the prompt (``None``: all that fit)"""
+    list_admissible: bool = True
+    """list ``info["admissible_commands"]`` in the prompt"""
+
+    # -- credit ---------------------------------------------------------------------------
+    advantage: str = "grpo"
+    """``grpo``: (R - mean_group) / (std_group + eps); ``rloo``: R - mean of the other G-1 returns"""
+    scale_by_std: bool = True
+    """GRPO only: divide by the group's std (``False``: Dr. GRPO's mean-centring only)"""
+    process_reward: str | None = None
+    """a ``ProcessReward`` signal (``expert_progress``, ``subgoal``, ``invalid_penalty``) added to the return"""
+    process_reward_coef: float = 0.1
+    """weight of the process reward in the return (the return is ``won + coef * sum(shaping)``)"""
+
+    # -- loss -----------------------------------------------------------------------------
+    epsilon_low: float = 0.2
+    """ratio clip below: ``ratio >= 1 - epsilon_low``"""
+    epsilon_high: float = 0.28
+    """ratio clip above: ``ratio <= 1 + epsilon_high`` (DAPO's clip-higher)"""
+    kl_coef: float = 0.0
+    """weight of the k3 KL to the frozen initial model (0: no reference model is kept)"""
+    entropy_coef: float = 0.0
+    """entropy bonus weight (the loss subtracts ``entropy_coef * mean entropy``)"""
+    loss_aggregation: str = "token-mean"
+    """``token-mean``: sum over all action tokens / their number in the update batch;
+    ``turn-mean``: mean over turns of each turn's token mean (GRPO's original)"""
+
+    # -- optimisation ---------------------------------------------------------------------
+    total_updates: int = 200
+    """iterations of rollout → update"""
+    learning_rate: float = 1e-5
+    weight_decay: float = 0.0
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.999
+    update_epochs: int = 1
+    """passes over each rollout batch (> 1 makes the ratio differ from 1 and the clip matter)"""
+    minibatches: int = 1
+    """optimizer steps per epoch; the rollout's turns are split into this many minibatches"""
+    micro_batch_size: int = 16
+    """turns per forward/backward (gradient accumulation inside a minibatch)"""
+    max_grad_norm: float = 1.0
+    """gradient clipping (global L2 norm)"""
+    bf16: str = "auto"
+    """bf16 autocast: ``auto`` (on when CUDA supports bf16), ``on``, ``off``"""
+
+    # -- kernels --------------------------------------------------------------------------
+    fused_logprobs: bool = True
+    """chunked log-probs from hidden states (never the full [tokens, vocab] logits)"""
+    logprob_chunk_size: int = 512
+    compile: bool = False
+    """``torch.compile`` the kernels (falls back to eager with a warning)"""
+
+    # -- evaluation, logging, checkpoints -------------------------------------------------
+    eval_every: int = 50
+    """Pass@(K,T) on held-out tasks every this many updates (0: never; also run at the end)"""
+    eval_tasks: int = 20
+    eval_attempts: int = 4
+    eval_ks: tuple[int, ...] = (1, 2, 4)
+    eval_ts: tuple[int, ...] = (2, 3, 4, 6)
+    eval_seed: int = 1_000_003
+    """base seed of the held-out evaluation tasks (training draws its tasks from ``seed``)"""
+    eval_temperature: float = 1.0
+    save_every: int = 50
+    """checkpoint every this many updates (0: only at the end)"""
+    keep_checkpoints: int = 2
+    """keep this many most recent checkpoints"""
+    tensorboard: bool = True
+    """also log to TensorBoard when ``tensorboard`` is installed"""
+    progress_bar: bool = True
+
+    def __post_init__(self) -> None:
+        parse_budget_spec(self.budget)  # fail early on a malformed spec
+        _one_of("advantage", self.advantage, ("grpo", "rloo"))
+        _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean"))
+        _one_of("bf16", self.bf16, ("auto", "on", "off"))
+        for name in ("tasks_per_update", "max_new_tokens", "max_prompt_tokens", "total_updates", "update_epochs",
+                     "minibatches", "micro_batch_size", "logprob_chunk_size", "eval_tasks", "eval_attempts"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.group_size < 2:
+            raise ValueError(f"group_size must be >= 2 (advantages compare episodes of a group), got {self.group_size}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be > 0 for on-policy sampling, got {self.temperature}")
+        if not 0 < self.top_p <= 1:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        if not (0 <= self.epsilon_low < 1 and self.epsilon_high >= 0):
+            raise ValueError(f"need 0 <= epsilon_low < 1 and epsilon_high >= 0, got {self.epsilon_low}, {self.epsilon_high}")
+        if self.max_turns_shown is not None and self.max_turns_shown < 1:
+            raise ValueError(f"max_turns_shown must be >= 1 or None, got {self.max_turns_shown}")
+        self.eval_ks, self.eval_ts = tuple(self.eval_ks), tuple(self.eval_ts)
+        if max(self.eval_ks) > self.eval_attempts:
+            raise ValueError(f"eval_ks up to {max(self.eval_ks)} need eval_attempts >= that, got {self.eval_attempts}")
+
+    @property
+    def episodes_per_update(self) -> int:
+        return self.tasks_per_update * self.group_size
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> TrainConfig:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}")
+        return cls(**data)
+
+
+def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+
+
+def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """One ``--flag`` per :class:`TrainConfig` field (``env_id`` → ``--env-id``), help from its docs."""
+    hints = get_type_hints(TrainConfig)
+    docs = _field_docs()
+    for f in dataclasses.fields(TrainConfig):
+        flag = "--" + f.name.replace("_", "-")
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        kind = hints[f.name]
+        help_text = f"{docs.get(f.name, '')} (default: {default!r})".strip()
+        if kind is bool:
+            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
+        else:
+            parser.add_argument(flag, type=_parser_for(kind), default=default, help=help_text, metavar=f.name.upper())
+    return parser
+
+
+def config_from_arguments(args: argparse.Namespace) -> TrainConfig:
+    """The :class:`TrainConfig` of parsed :func:`add_config_arguments` flags."""
+    return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+
+
+def _parser_for(kind: Any):
+    text = str(kind)
+    if kind is int or kind is float:
+        return kind
+    if "tuple" in text:
+        return lambda value: tuple(int(v) for v in value.split(",") if v.strip())
+    if "dict" in text:
+        return json.loads
+    if "None" in text:  # str | None, int | None
+        inner = int if "int" in text else str
+        return lambda value: None if value.lower() in ("none", "null", "") else inner(value)
+    return str
+
+
+def _field_docs() -> dict[str, str]:
+    """The docstring under each field (read from the source, as CleanRL's tyro does)."""
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(TrainConfig)))
+    except (OSError, TypeError):
+        return {}
+    body, docs = tree.body[0].body, {}
+    for node, following in zip(body, body[1:]):
+        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(following, ast.Expr)
+                and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs

@@ -1,0 +1,170 @@
+"""The reference trainer: credit, batching, prompting, and the whole loop end to end on CPU."""
+
+import json
+import math
+
+import pytest
+import torch
+
+from agentgym_budget.train import TrainConfig, Trainer
+from agentgym_budget.train.grpo import TurnSample, collate, group_advantages
+from agentgym_budget.train.rollout import fit_prompt
+from agentgym_budget.train.tiny_model import tiny_model_and_tokenizer
+
+torch.set_num_threads(1)
+
+
+# -- credit -----------------------------------------------------------------------------------
+def test_grpo_advantages_are_normalised_within_each_group():
+    returns = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
+    adv = group_advantages(returns, group_size=4)
+    first = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    expected = (first - first.mean()) / (first.std() + 1e-6)
+    torch.testing.assert_close(adv[:4], expected)
+    assert adv[4:].tolist() == [0.0] * 4  # all-equal group: no signal
+    torch.testing.assert_close(group_advantages(returns, 4, scale_by_std=False)[:4], first - first.mean())
+
+
+def test_rloo_advantage_is_return_minus_mean_of_the_others():
+    returns = torch.tensor([3.0, 1.0, 2.0])
+    adv = group_advantages(returns, group_size=3, estimator="rloo")
+    torch.testing.assert_close(adv, torch.tensor([3 - 1.5, 1 - 2.5, 2 - 2.0]))
+
+
+def test_group_advantages_reject_a_ragged_batch():
+    with pytest.raises(ValueError, match="groups"):
+        group_advantages(torch.zeros(5), group_size=2)
+
+
+# -- batching -----------------------------------------------------------------------------------
+def test_collate_puts_only_action_tokens_in_the_loss():
+    samples = [TurnSample([5, 6, 7, 8, 9], prompt_length=3, advantage=0.5),
+               TurnSample([1, 2, 3], prompt_length=2, advantage=-1.0)]
+    batch = collate(samples, pad_id=0, aggregation="token-mean")
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 8, 9], [1, 2, 3, 0, 0]]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+    # position p predicts token p+1: action tokens 8, 9 (row 0) and 3 (row 1)
+    assert batch["rows"].tolist() == [0, 0, 1] and batch["positions"].tolist() == [2, 3, 1]
+    assert batch["targets"].tolist() == [8, 9, 3]
+    assert batch["advantages"].tolist() == [0.5, 0.5, -1.0]
+    assert batch["weights"].tolist() == [1.0, 1.0, 1.0]
+    assert collate(samples, 0, "turn-mean")["weights"].tolist() == [0.5, 0.5, 1.0]
+
+
+# -- prompting ----------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def tiny():
+    return tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+
+
+def test_fit_prompt_drops_the_oldest_turns_first_and_keeps_the_task(tiny):
+    _, tokenizer = tiny
+    history = [(f"observation number {i} " * 5, f"action {i}") for i in range(6)] + [("now", None)]
+    full = fit_prompt(tokenizer, history, "open the red door", None, max_prompt_tokens=10_000)
+    cut = fit_prompt(tokenizer, history, "open the red door", None, max_prompt_tokens=len(full) - 10)
+    text = tokenizer.decode(cut)
+    assert len(cut) <= len(full) - 10
+    assert "open the red door" in text and "observation number 0" not in text and "observation number 5" in text
+    shown = tokenizer.decode(fit_prompt(tokenizer, history, "t", None, 10_000, max_turns_shown=2))
+    assert "observation number 5" in shown and "observation number 4" not in shown
+    assert len(fit_prompt(tokenizer, [("x " * 500, None)], "t", None, max_prompt_tokens=50)) == 50
+
+
+# -- the whole loop -----------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def warm_model_path(tmp_path_factory):
+    """A tiny model after a short format warm-up (random admissible commands), saved like a HF model."""
+    path = tmp_path_factory.mktemp("warm_model")
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0, warmup_steps=40)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def _config(output_dir, model, **overrides):
+    base = dict(env_id="KeyDoor-v0", budget="mix:3,4", model=model, output_dir=str(output_dir), seed=3,
+                total_updates=3, tasks_per_update=3, group_size=4, max_new_tokens=12, learning_rate=1e-3,
+                update_epochs=2, minibatches=1, micro_batch_size=8, kl_coef=0.05,
+                process_reward="expert_progress", process_reward_coef=0.5,
+                eval_every=0, save_every=1, torch_threads=1, progress_bar=False, tensorboard=False)
+    return TrainConfig(**{**base, **overrides})
+
+
+def _read_jsonl(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_three_updates_end_to_end_then_resume_reproduces_the_next_update(warm_model_path, tmp_path):
+    straight = Trainer(_config(tmp_path / "a", warm_model_path))
+    initial = {k: v.clone() for k, v in straight.model.state_dict().items()}
+    history = straight.train()
+
+    assert [h["update"] for h in history] == [1, 2, 3]
+    assert all(math.isfinite(h["loss"]) and math.isfinite(h["grad_norm"]) for h in history)
+    assert any(h["zero_advantage_groups"] < 1 for h in history)  # the policy-gradient term did act
+    assert sum(h["optimizer_steps"] for h in history) > 0
+    changed = [k for k, v in straight.model.state_dict().items() if not torch.equal(v, initial[k])]
+    assert changed, "no parameter changed"
+    assert (tmp_path / "a" / "checkpoints" / "update_000003" / "trainer_state.pt").is_file()
+
+    interrupted = Trainer(_config(tmp_path / "b", warm_model_path, total_updates=2))
+    interrupted.train()
+    resumed = Trainer(_config(tmp_path / "b", warm_model_path, resume="auto"))
+    assert resumed.update == 2
+    resumed.train()
+
+    for key, value in straight.model.state_dict().items():
+        torch.testing.assert_close(resumed.model.state_dict()[key], value, rtol=0, atol=0)
+    a, b = _read_jsonl(tmp_path / "a" / "metrics.jsonl"), _read_jsonl(tmp_path / "b" / "metrics.jsonl")
+    timing = ("rollout_seconds", "update_seconds")
+    strip = [{k: v for k, v in row.items() if k not in timing} for row in a], \
+        [{k: v for k, v in row.items() if k not in timing} for row in b]
+    assert strip[0] == strip[1]  # same seed: same episodes, losses and updates, resumed or not
+
+
+def test_curriculum_budget_follows_the_global_episode_count(warm_model_path, tmp_path):
+    config = _config(tmp_path, warm_model_path, budget="curriculum:4->2@16", total_updates=2, tasks_per_update=2,
+                     update_epochs=1, kl_coef=0.0, process_reward=None, save_every=0)
+    history = Trainer(config).train()  # 8 episodes per update: progress 0 then 8
+    assert [h["budget_mean"] for h in history] == [4.0, 3.0]
+
+
+def test_periodic_evaluation_goes_through_the_evaluator(warm_model_path, tmp_path):
+    config = _config(tmp_path, warm_model_path, total_updates=1, tasks_per_update=2, group_size=2, eval_every=1,
+                     eval_tasks=3, eval_attempts=2, eval_ks=(1, 2), eval_ts=(2, 4), save_every=0, kl_coef=0.0)
+    Trainer(config).train()
+    from agentgym_budget.eval import PassKTResult
+
+    result = PassKTResult.load(tmp_path / "eval" / "update_000001" / "passkt.json")
+    assert result.ks == (1, 2) and result.ts == (2, 4) and result.n_tasks == 3
+    assert "eval/pass@2,T=4" in _read_jsonl(tmp_path / "eval.jsonl")[0]
+
+
+def test_household_env_loop_runs_and_is_deterministic_for_a_seed(tmp_path):
+    """ALFWorld (embedded fast engine) with an un-warmed tiny model: the loop runs and repeats exactly."""
+    def run(folder):
+        config = TrainConfig(env_id="ALFWorld-v0", budget="fixed:2", model="tiny", output_dir=str(folder), seed=5,
+                             total_updates=1, tasks_per_update=2, group_size=2, max_new_tokens=6,
+                             entropy_coef=0.01, kl_coef=0.0, eval_every=0, save_every=0, torch_threads=1,
+                             progress_bar=False, tensorboard=False, max_prompt_tokens=256)
+        trainer = Trainer(config)
+        initial = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+        history = trainer.train()
+        return history, initial, trainer.model.state_dict()
+
+    (h1, init1, final1), (h2, _, final2) = run(tmp_path / "1"), run(tmp_path / "2")
+    assert h1[0]["budget_mean"] == 2.0 and h1[0]["turns_mean"] == 2.0 and math.isfinite(h1[0]["loss"])
+    assert any(not torch.equal(final1[k], init1[k]) for k in final1)
+    for key in final1:
+        torch.testing.assert_close(final1[key], final2[key], rtol=0, atol=0)
+    drop = ("rollout_seconds", "update_seconds")
+    assert {k: v for k, v in h1[0].items() if k not in drop} == {k: v for k, v in h2[0].items() if k not in drop}
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match="group_size"):
+        TrainConfig(group_size=1)
+    with pytest.raises(ValueError, match="malformed budget spec"):
+        TrainConfig(budget="sometimes")
+    with pytest.raises(ValueError, match="loss_aggregation"):
+        TrainConfig(loss_aggregation="sum")
