@@ -184,3 +184,56 @@ def test_package_import_does_not_import_ray():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
+
+
+# -- the trainer's group rollouts ---------------------------------------------------------------
+
+
+def test_shards_are_whole_groups_with_their_own_sampling_seeds():
+    from agentgym_budget.distributed.ray_rollouts import shard_seeds
+
+    seeds = [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
+    assert shard_seeds(seeds, 2, sampling_seed=7, shards=1) == [(seeds, 7)]
+    shards = shard_seeds(seeds, 2, sampling_seed=7, shards=3)
+    assert [s for s, _ in shards] == [[1, 1, 2, 2], [3, 3, 4, 4], [5, 5]]
+    assert len({seed for _, seed in shards}) == 3 and shards == shard_seeds(seeds, 2, 7, 3)
+    assert shards != shard_seeds(seeds, 2, 8, 3)
+    with pytest.raises(ValueError, match="groups of 3"):
+        shard_seeds(seeds, 3, 7, 2)
+
+
+@pytest.mark.slow  # builds the tiny model and starts torch in each actor: ~1-2 min on 2 busy cores
+def test_trainer_rollouts_on_ray_give_the_local_learner_batch(ray_instance):
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from agentgym_budget.distributed.ray_rollouts import RayRolloutPool, collect_sharded
+    from agentgym_budget.train import TrainConfig, make_train_env, tiny_model_and_tokenizer
+    from agentgym_budget.train.grpo import group_advantages, turn_samples
+
+    config = TrainConfig(env_id="KeyDoor-v0", budget="mix:2,3,4", tasks_per_update=4, group_size=2, max_new_tokens=4)
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    seeds = [11, 11, 12, 12, 13, 13, 14, 14]
+    envs = [make_train_env(config) for _ in seeds]
+
+    def learner_batch(episodes):
+        returns = torch.tensor([e.total_return(config.process_reward_coef) for e in episodes])
+        return turn_samples(episodes, group_advantages(returns, config.group_size, config.advantage, config.scale_by_std))
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny ops: one thread is much faster on a busy machine (actors copy it)
+    with RayRolloutPool(config, model, tokenizer, actors=2) as pool:
+        for update in range(2):  # new weights each update, shipped once
+            local = collect_sharded(model, tokenizer, envs, seeds, config, sampling_seed=update, shards=3)
+            remote = pool.collect(model, seeds, sampling_seed=update, shards=3)
+            assert remote == local
+            assert learner_batch(remote) == learner_batch(local)
+            with torch.no_grad():
+                for parameter in model.parameters():
+                    parameter.mul_(1.5)
+        assert len({e.turns[0].action for e in local}) > 1  # the samples differ: the check has teeth
+        ray.kill(pool.actors[0])
+        with pytest.warns(RuntimeWarning, match="rollout actor died"):
+            assert pool.collect(model, seeds, sampling_seed=9, shards=4) == collect_sharded(
+                model, tokenizer, envs, seeds, config, sampling_seed=9, shards=4)
+        assert pool.actor_failures == 1
+    torch.set_num_threads(threads)

@@ -1,0 +1,220 @@
+"""The trainer's group rollouts on Ray actors, with the learner's batch identical to a local one.
+
+An update's ``B * G`` episodes (``B`` tasks, ``G`` episodes per task) are split into ``shards``
+of whole groups.  Each shard is one :func:`~agentgym_budget.train.rollout.collect_episodes`
+call (one batched ``generate`` per turn) with its own sampling seed derived from (the update's
+sampling seed, shard index).  :func:`collect_sharded` runs the shards one after another in
+this process; :class:`RayRolloutPool` runs them on actors.  Both give the same episodes — hence
+the same advantages and the same learner batch — for the same seeds and ``shards``, whatever
+the number of actors.  (The sharding, not the backend, is part of the result: sampled tokens
+depend on which episodes share a ``generate`` batch, as in any batched sampler.)
+
+The pool ships the model and tokenizer to each actor once, and then the policy's weights
+once per update: one ``ray.put`` of the state dict, fetched by each actor from the object
+store.  Each actor keeps its env copies across updates.  If an actor dies, its shards are run
+again on a fresh actor (episodes are a pure function of weights, seeds and sampling seed, so
+the re-run is the same episodes).
+
+Example (needs the ``llm`` and ``ray`` extras):
+    >>> from agentgym_budget.train import TrainConfig, tiny_model_and_tokenizer  # doctest: +SKIP
+    >>> config = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4)
+    >>> model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0")
+    >>> with RayRolloutPool(config, model, tokenizer, actors=2) as pool:
+    ...     episodes = pool.collect(model, seeds=[7, 7, 9, 9], sampling_seed=0, shards=2)
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from agentgym_budget.distributed.ray_pool import ActorPoolExhaustedError, _keep_sigterm_handler, import_ray
+
+__all__ = ["RayRolloutPool", "collect_sharded", "shard_seeds"]
+
+
+def shard_seeds(seeds: Sequence[int], group_size: int, sampling_seed: int, shards: int) -> list[tuple[list[int], int]]:
+    """``[(env seeds, sampling seed)]`` per shard: consecutive whole groups, seeds from (sampling_seed, shard).
+
+    One shard keeps ``sampling_seed`` itself, so ``shards=1`` is exactly one ``collect_episodes`` call.
+    """
+    if shards < 1:
+        raise ValueError(f"shards must be >= 1, got {shards}")
+    if group_size < 1 or len(seeds) % group_size:
+        raise ValueError(f"{len(seeds)} seeds do not split into groups of {group_size}")
+    groups = len(seeds) // group_size
+    per_shard = math.ceil(groups / shards)
+    bounds = range(0, groups, per_shard)
+    if shards == 1:
+        return [(list(seeds), int(sampling_seed))]
+    return [(list(seeds[g * group_size:(g + per_shard) * group_size]),
+             int(np.random.SeedSequence([sampling_seed, index]).generate_state(1)[0] >> 1))
+            for index, g in enumerate(bounds)]
+
+
+def set_budget_progress(envs: Sequence[Any], episodes_done: int, env_steps_done: int) -> None:
+    """Tell every env copy the run's global progress (what a curriculum budget follows)."""
+    for env in envs:
+        schedule = env.get_wrapper_attr("schedule")
+        env.get_wrapper_attr("set_progress")(env_steps_done if getattr(schedule, "unit", "episodes") == "steps"
+                                             else episodes_done)
+
+
+def collect_sharded(model: Any, tokenizer: Any, envs: Sequence[Any], seeds: Sequence[int], config: Any,
+                    sampling_seed: int, shards: int) -> list[Any]:
+    """The local reference of :class:`RayRolloutPool`: the shards one after another here."""
+    from agentgym_budget.train.rollout import collect_episodes
+
+    episodes: list[Any] = []
+    for shard_env_seeds, shard_sampling_seed in shard_seeds(seeds, config.group_size, sampling_seed, shards):
+        episodes += collect_episodes(model, tokenizer, envs[:len(shard_env_seeds)], shard_env_seeds, config,
+                                     sampling_seed=shard_sampling_seed)
+    return episodes
+
+
+class RolloutWorker:
+    """The actor body: a CPU copy of the model, the tokenizer, and env copies kept across updates."""
+
+    def __init__(self, config: Any, model_box: list[Any], torch_threads: int) -> None:
+        import ray
+        import torch
+
+        import agentgym_budget  # noqa: F401  (registers the env ids in this process)
+
+        torch.set_num_threads(torch_threads)  # the driver's: same kernels, same numerics
+        self.config = config
+        self.model, self.tokenizer = ray.get(model_box[0])
+        self.envs: list[Any] = []
+        self._weights_key: str | None = None
+
+    def collect(self, weights_key: str, weights_box: list[Any], seeds: list[int], sampling_seed: int,
+                episodes_done: int, env_steps_done: int) -> list[Any]:
+        import ray
+
+        from agentgym_budget.train.rollout import collect_episodes, make_train_env
+
+        if weights_key != self._weights_key:  # once per update: fetch the new weights
+            self.model.load_state_dict(ray.get(weights_box[0]))
+            self._weights_key = weights_key
+        while len(self.envs) < len(seeds):
+            self.envs.append(make_train_env(self.config))
+        envs = self.envs[:len(seeds)]
+        set_budget_progress(envs, episodes_done, env_steps_done)
+        return collect_episodes(self.model, self.tokenizer, envs, seeds, self.config, sampling_seed=sampling_seed)
+
+
+class RayRolloutPool:
+    """Collects an update's episodes on ``actors`` Ray actors (see the module docstring).
+
+    Args:
+        config: the trainer's ``TrainConfig`` (env, budget, sampling parameters).
+        model, tokenizer: shipped to every actor once (a CPU copy of the model).
+        actors: number of actors; address: the cluster to join if Ray is not initialised.
+        cpus_per_actor: logical CPUs per actor.
+        max_actor_failures: actor deaths tolerated over the pool's life.
+    """
+
+    def __init__(self, config: Any, model: Any, tokenizer: Any, actors: int = 2, *, address: str | None = None,
+                 cpus_per_actor: float = 1.0, max_actor_failures: int = 8) -> None:
+        import torch
+
+        if actors < 1:
+            raise ValueError(f"actors must be >= 1, got {actors}")
+        self.config = config
+        self.cpus_per_actor = cpus_per_actor
+        self.max_actor_failures = max_actor_failures
+        self.actor_failures = 0
+        ray = self._ray = import_ray()
+        self._started_ray = False
+        if not ray.is_initialized():
+            with _keep_sigterm_handler():
+                ray.init(address=address, **({"include_dashboard": False} if address is None else {}))
+            self._started_ray = True
+        self._torch_threads = torch.get_num_threads()
+        self._model_ref = ray.put((_cpu_copy(model), tokenizer))
+        self._actors = [self._new_actor() for _ in range(actors)]
+        self._weights_ref: Any = None
+
+    def __enter__(self) -> RayRolloutPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def actors(self) -> list[Any]:
+        return list(self._actors)
+
+    def _new_actor(self) -> Any:
+        remote_class = self._ray.remote(RolloutWorker).options(num_cpus=self.cpus_per_actor)
+        return remote_class.remote(self.config, [self._model_ref], self._torch_threads)
+
+    def collect(self, model: Any, seeds: Sequence[int], sampling_seed: int, shards: int, episodes_done: int = 0,
+                env_steps_done: int = 0) -> list[Any]:
+        """The episodes of ``seeds`` (groups of ``config.group_size``), in order, under ``model``'s current weights."""
+        ray = self._ray
+        self._weights_ref = ray.put({name: tensor.detach().cpu() for name, tensor in model.state_dict().items()})
+        weights = (self._weights_ref.hex(), [self._weights_ref])
+        work = shard_seeds(seeds, self.config.group_size, sampling_seed, shards)
+        results: list[list[Any] | None] = [None] * len(work)
+        in_flight: dict[Any, tuple[Any, int]] = {}
+        for index, actor in zip(range(len(work)), _cycle(lambda: self._actors)):
+            in_flight[self._submit(actor, weights, work[index], episodes_done, env_steps_done)] = (actor, index)
+        try:
+            while in_flight:
+                [ref], _ = ray.wait(list(in_flight), num_returns=1)
+                actor, index = in_flight.pop(ref)
+                try:
+                    results[index] = ray.get(ref)
+                except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as error:
+                    replacement = self._replace(actor, error)
+                    in_flight[self._submit(replacement, weights, work[index], episodes_done, env_steps_done)] = (
+                        replacement, index)
+        except BaseException:
+            self.close()
+            raise
+        return [episode for shard in results for episode in shard or ()]
+
+    def _submit(self, actor: Any, weights: tuple[str, list[Any]], shard: tuple[list[int], int], episodes_done: int,
+                env_steps_done: int) -> Any:
+        seeds, sampling_seed = shard
+        return actor.collect.remote(*weights, seeds, sampling_seed, episodes_done, env_steps_done)
+
+    def _replace(self, actor: Any, error: BaseException) -> Any:
+        """A live actor to re-run a dead actor's shard on (a fresh one replaces the dead one)."""
+        if actor not in self._actors:  # already replaced, on the failure of another of its shards
+            return self._actors[0]
+        self.actor_failures += 1
+        if self.actor_failures > self.max_actor_failures:
+            raise ActorPoolExhaustedError(f"{self.actor_failures} rollout actors died; last error: {error}") from error
+        warnings.warn(f"a rollout actor died ({type(error).__name__}); its shard is re-run on a fresh actor",
+                      RuntimeWarning, stacklevel=3)
+        replacement = self._new_actor()
+        self._actors[self._actors.index(actor)] = replacement
+        self._ray.kill(actor)
+        return replacement
+
+    def close(self) -> None:
+        """Kill the actors (and shut Ray down if this pool started it)."""
+        for actor in self._actors:
+            self._ray.kill(actor)
+        self._actors = []
+        if self._started_ray:
+            self._ray.shutdown()
+            self._started_ray = False
+
+
+def _cycle(actors: Any):
+    while True:
+        yield from actors()
+
+
+def _cpu_copy(model: Any) -> Any:
+    if all(p.device.type == "cpu" for p in model.parameters()):
+        return model
+    return copy.deepcopy(model).to("cpu")
