@@ -80,6 +80,48 @@ FAMILIES: tuple[EnvFamily, ...] = (
         max_episode_steps=15,
         default_budget="fixed:15",
     ),
+    EnvFamily(
+        name="TextWorld",
+        entry_point="agentgym_budget.envs.textworld.env:TextWorldEnv",
+        description="any TextWorld-made game file(s) (game_file=: .z8 + its .json, a directory or a list) "
+        "on the real engine; default: a shipped Treasure Hunter game",
+        extra="textworld",
+        requires=("textworld",),
+    ),
+    EnvFamily(
+        name="TextWorld-Cooking",
+        entry_point="agentgym_budget.envs.textworld.env:TextWorldChallengeEnv",
+        description="TextWorld tw-cooking games (level 1-10, split, n_games), generated offline and cached",
+        extra="textworld",
+        requires=("textworld",),
+        kwargs={"challenge": "cooking"},
+    ),
+    EnvFamily(
+        name="TextWorld-CoinCollector",
+        entry_point="agentgym_budget.envs.textworld.env:TextWorldChallengeEnv",
+        description="TextWorld coin collector games (level 1-300, split, n_games), generated offline and cached",
+        extra="textworld",
+        requires=("textworld",),
+        kwargs={"challenge": "coin_collector"},
+    ),
+    EnvFamily(
+        name="TextWorld-TreasureHunter",
+        entry_point="agentgym_budget.envs.textworld.env:TextWorldChallengeEnv",
+        description="TextWorld treasure hunter games (level 1-30, split, n_games), generated offline and cached",
+        extra="textworld",
+        requires=("textworld",),
+        kwargs={"challenge": "treasure_hunter"},
+    ),
+    EnvFamily(
+        name="ScienceWorld",
+        entry_point="agentgym_budget.envs.scienceworld.env:ScienceWorldEnv",
+        description="ScienceWorld's 30 science tasks (task=, variation=, split=) on its bundled simulator "
+        "(Java); gold action sequence as expert",
+        extra="scienceworld",
+        requires=("scienceworld",),
+        max_episode_steps=100,
+        default_budget="fixed:100",
+    ),
 )
 
 
