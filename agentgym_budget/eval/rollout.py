@@ -300,7 +300,9 @@ class ProcessPoolExecutor:
     tasks), about ``chunks_per_worker`` chunks per process: few enough that messaging costs
     little next to the episodes, enough that processes finish together.  ``start_method`` is
     a ``multiprocessing`` start method (``None``: ``"fork"`` where available — fast, and
-    processes inherit envs registered at run time — else the platform default).
+    processes inherit envs registered at run time — else the platform default).  With
+    ``"fork"`` one env is built in this process before the pool starts, so that module-level
+    caches it fills (e.g. loaded game files) are inherited rather than rebuilt per worker.
     """
 
     def __init__(self, workers: int, start_method: str | None = None, chunks_per_worker: int = 4) -> None:
@@ -319,6 +321,10 @@ class ProcessPoolExecutor:
     ) -> list[EpisodeRecord]:
         chunks = _chunks_of_tasks(jobs, self.workers * self.chunks_per_worker)
         context = multiprocessing.get_context(self.start_method)
+        if context.get_start_method() == "fork":
+            # Build one env here first: forked workers inherit what it loaded and cached at
+            # module level (game files, parsed grammars) instead of each loading it again.
+            spec.make_env().close()
         done: dict[EpisodeJob, EpisodeRecord] = {}
         with concurrent.futures.ProcessPoolExecutor(
             max_workers=min(self.workers, max(len(chunks), 1)), mp_context=context,
