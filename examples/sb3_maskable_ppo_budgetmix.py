@@ -127,7 +127,8 @@ def run(args: Args) -> dict[str, Any]:
         timing[f"train_{label}_s"] = time.perf_counter() - start
         policy = MaskablePolicy(model, features, name=f"maskable-ppo-{label}:{budget}")
         start = time.perf_counter()
-        result = evaluate(eval_id, policy, ks=args.ks, ts=args.ts, tasks=args.eval_tasks,
+        ks = tuple(k for k in args.ks if k <= args.attempts)  # Pass@K needs K <= attempts
+        result = evaluate(eval_id, policy, ks=ks, ts=args.ts, tasks=args.eval_tasks,
                           attempts=args.attempts, seed=args.seed + 1000, bootstrap=200)
         timing[f"eval_{label}_s"] = time.perf_counter() - start
         result.save(out / label)

@@ -47,7 +47,7 @@ import numpy as np
 from gymnasium import spaces
 
 from agentgym_budget._optional import require
-from agentgym_budget.wrappers.budget import TurnBudget
+from agentgym_budget.eval.rollout import find_turn_budget
 
 __all__ = ["CommandFeatures", "DiscreteCommands", "HashingBagOfWords", "MaskablePolicy", "TextEncoder"]
 
@@ -167,15 +167,6 @@ def _words(text: str) -> frozenset[str]:
 def _overlap(command: str, words: frozenset[str]) -> float:
     command_words = _WORD.findall(command.lower())
     return sum(w in words for w in command_words) / len(command_words) if command_words else 0.0
-
-
-def find_turn_budget(env: gym.Env) -> TurnBudget | None:
-    """The :class:`TurnBudget` in ``env``'s wrapper chain, if any."""
-    while isinstance(env, gym.Wrapper):
-        if isinstance(env, TurnBudget):
-            return env
-        env = env.env
-    return None
 
 
 class DiscreteCommands(gym.Wrapper[np.ndarray, np.int64, str, str], gym.utils.RecordConstructorArgs):
