@@ -157,14 +157,15 @@ class PassKTResult:
         """A ``rich.table.Table``: Pass@(K,T) ± standard error, K down, T across."""
         from rich.table import Table
 
-        title = (f"Pass@(K,T) — {self.env_id}, {self.policy}, {self.n_tasks} tasks x {self.attempts} attempts, "
+        title = (f"Pass@(K,T) — {self.env_id}, {self.policy}\n{self.n_tasks} tasks x {self.attempts} attempts, "
                  f"mode={self.mode}")
-        table = Table(title=title, caption=f"mean ± standard error over tasks; {self.grid.ci_level:.0%} bootstrap CI in passkt.csv")
+        table = Table(title=title, caption=f"mean±standard error over tasks; {self.grid.ci_level:.0%} bootstrap CIs in passkt.csv")
         table.add_column("K \\ T", justify="right", style="bold")
         for t in self.ts:
             table.add_column(str(t), justify="right")
         for i, k in enumerate(self.ks):
-            table.add_row(str(k), *(f"{self.grid.mean[i, j]:.3f} ±{self.grid.stderr[i, j]:.3f}" for j in range(len(self.ts))))
+            table.add_row(str(k), *(f"{self.grid.mean[i, j]:.3f}[dim]±{self.grid.stderr[i, j]:.2f}[/dim]"
+                                    for j in range(len(self.ts))))
         return table
 
     def metrics_table(self) -> Any:
