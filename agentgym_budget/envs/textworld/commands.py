@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["META_VERBS", "refusal", "to_engine"]
+__all__ = ["MAX_COMMAND_LENGTH", "META_VERBS", "refusal", "to_engine"]
 
 #: Inform 7 out-of-world verbs (and abbreviations) that TextWorld games never need.
 META_VERBS: frozenset[str] = frozenset(
@@ -37,15 +37,19 @@ META_VERBS: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 
+#: Longest command passed to the engine (Jericho's input buffer holds 197 bytes).
+MAX_COMMAND_LENGTH: int = 190
+
 _SEPARATOR = re.compile(r"[.;\n\r]|\bthen\b", re.IGNORECASE)
 _ONE_COMMAND_ONLY = "Only one command per turn is accepted."
 
 
 def to_engine(action: str) -> str:
     """The command sent to the engine: control characters removed (a NUL hangs the
-    interpreter), single spaces, no surrounding blanks or final periods."""
+    interpreter), single spaces, no surrounding blanks or final periods, at most
+    :data:`MAX_COMMAND_LENGTH` characters (Jericho cuts longer input anyway, with a warning)."""
     printable = "".join(c if c.isprintable() else " " for c in action)
-    return " ".join(printable.split()).rstrip(". ").strip()
+    return " ".join(printable.split()).rstrip(". ").strip()[:MAX_COMMAND_LENGTH]
 
 
 def refusal(action: str) -> str | None:

@@ -42,9 +42,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import tempfile
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +69,20 @@ def request_infos() -> Any:
     """The ``textworld.EnvInfos`` every agentgym_budget TextWorld env asks for."""
     textworld = require("textworld", _EXTRA, "TextWorld environments")
     return textworld.EnvInfos(**{name: True for name in _INFO_FIELDS})
+
+
+@contextlib.contextmanager
+def _quiet_jericho() -> Iterator[None]:
+    """Silence Jericho's per-step "Unable to find valid actions in an unsupported game".
+
+    TextWorld asks Jericho for its valid actions on every step of a ``tw-`` game and then
+    replaces them with its own admissible commands; Jericho has no action generator for
+    TextWorld games, so it warns and returns nothing.  The warning is not about the
+    admissible commands we report (TextWorld's).
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Unable to find valid actions in an unsupported game")
+        yield
 
 
 def strip_banner(text: str) -> str:
@@ -125,7 +141,8 @@ class _TextWorldGames(TextEnv):
             raise ValueError(f"{type(self).__name__} reset options are 'task', got {sorted(options)}")
         index = int(self.np_random.integers(self.n_games)) if task is None else self._select(task)
         self._game_index = index
-        self._state = self._load(self._game(index)).reset()
+        with _quiet_jericho():
+            self._state = self._load(self._game(index)).reset()
         self._score = self._state["score"]
         self._over = False
         feedback = self._state.feedback or ""
@@ -138,7 +155,8 @@ class _TextWorldGames(TextEnv):
         refused = refusal(action)
         if refused is not None:
             return refused, 0.0, False, self._info()
-        self._state, score, _ = self._engine.step(to_engine(action))
+        with _quiet_jericho():
+            self._state, score, _ = self._engine.step(to_engine(action))
         reward, self._score = score - self._score, score
         self._over = bool(self._state["won"] or self._state["lost"])
         return (self._state.feedback or "").strip(), float(reward), self._over, self._info()

@@ -96,13 +96,21 @@ def bundle_name(challenge: Challenge, settings: Mapping[str, Any]) -> str:
     return f"{challenge.name}-{settings_key(settings)}.tar.gz"
 
 
-def ensure_game(challenge: Challenge, settings: Mapping[str, Any], seed: int, cache_dir: Path | None = None) -> Path:
-    """The path of the compiled game, unpacking or generating it first when it is not cached."""
+def ensure_game(
+    challenge: Challenge,
+    settings: Mapping[str, Any],
+    seed: int,
+    cache_dir: Path | None = None,
+    *,
+    bundled: bool = True,
+) -> Path:
+    """The path of the compiled game, unpacking (``bundled=True``) or generating it first when
+    it is not cached."""
     path = game_path(challenge, settings, seed, cache_dir)
     if _complete(path):
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    if not _unpack_bundled(challenge, settings, seed, path):
+    if not (bundled and _unpack_bundled(challenge, settings, seed, path)):
         _generate(challenge, settings, seed, path)
     return path
 
