@@ -217,3 +217,23 @@ def test_registered_env_passes_the_env_checker_with_process_reward() -> None:
 
     env = ProcessReward(gym.make("KeyDoor-Budget-v0"), "expert_progress")
     check_env(env, skip_render_check=True)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_alfworld_subgoal_detector_on_real_expert_episodes(seed: int) -> None:
+    """On the embedded ALFWorld (fast engine), the registered detector sees the expert's subgoals."""
+    import re
+
+    env = ProcessReward(gym.make("ALFWorld-v0", engine="fast", split="valid_seen"), "subgoal", potential_based=False)
+    obs, info = env.reset(seed=seed)
+    events = []
+    for _ in range(50):
+        obs, reward, terminated, truncated, info = env.step(info["expert_action"])
+        if info["process_reward"]:
+            events.append(obs)
+        if terminated or truncated:
+            break
+    assert info["won"]
+    assert any(e.startswith("You pick up the") for e in events)
+    assert re.match(r"You (move|put) the", events[-1])  # the winning placement is the last subgoal
+    assert info["potential"] == len(events) >= 2
