@@ -72,6 +72,15 @@ class TrainConfig:
     """at most this many recent (observation, action) turns in the prompt (``None``: all that fit)"""
     list_admissible: bool = True
     """list ``info["admissible_commands"]`` in the prompt"""
+    rollout_shards: int = 1
+    """split an update's groups into this many batched-generation calls, each with its own sampling seed
+    (part of the result: the same shards give the same episodes on every backend)"""
+    rollout_backend: str = "local"
+    """``local`` (the shards one after another in this process) or ``ray`` (on Ray actors; extra ``ray``)"""
+    rollout_actors: int = 2
+    """Ray actors for ``rollout_backend="ray"`` (weights shipped once per update via the object store)"""
+    ray_address: str | None = None
+    """the Ray cluster to join (``auto``, ``HOST:PORT``); ``None``: a local Ray instance"""
 
     # -- credit ---------------------------------------------------------------------------
     advantage: str = "grpo"
@@ -144,8 +153,10 @@ class TrainConfig:
         _one_of("advantage", self.advantage, ("grpo", "rloo"))
         _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean"))
         _one_of("bf16", self.bf16, ("auto", "on", "off"))
+        _one_of("rollout_backend", self.rollout_backend, ("local", "ray"))
         for name in ("tasks_per_update", "max_new_tokens", "max_prompt_tokens", "total_updates", "update_epochs",
-                     "minibatches", "micro_batch_size", "logprob_chunk_size", "eval_tasks", "eval_attempts"):
+                     "minibatches", "micro_batch_size", "logprob_chunk_size", "eval_tasks", "eval_attempts",
+                     "rollout_shards", "rollout_actors"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:

@@ -41,10 +41,11 @@ from typing import Any
 import numpy as np
 import torch
 
+from agentgym_budget.distributed.ray_rollouts import collect_sharded
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, turn_samples
 from agentgym_budget.train.kernels import policy_loss
-from agentgym_budget.train.rollout import LMPolicy, budget_env_id, collect_episodes, make_train_env
+from agentgym_budget.train.rollout import LMPolicy, budget_env_id, make_train_env
 
 __all__ = ["Trainer", "load_model_and_tokenizer", "train"]
 
@@ -98,6 +99,12 @@ class Trainer:
             self.model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay,
             betas=(config.adam_beta1, config.adam_beta2))
         self.envs = [make_train_env(config) for _ in range(config.episodes_per_update)]
+        self.rollout_pool = None
+        if config.rollout_backend == "ray":
+            from agentgym_budget.distributed.ray_rollouts import RayRolloutPool
+
+            self.rollout_pool = RayRolloutPool(config, self.model, self.tokenizer, config.rollout_actors,
+                                               address=config.ray_address)
         self.update = 0  # updates done
         self.episodes_done = 0
         self.env_steps_done = 0
@@ -128,6 +135,8 @@ class Trainer:
         if not (config.save_every and self.update % config.save_every == 0):
             self.save_checkpoint()
         self.logger.close()
+        if self.rollout_pool is not None:
+            self.rollout_pool.close()
         return history
 
     def train_step(self) -> dict[str, float]:
@@ -139,8 +148,13 @@ class Trainer:
         self._set_curriculum_progress()
 
         start = time.perf_counter()
-        episodes = collect_episodes(self.model, self.tokenizer, self.envs, seeds.tolist(), config,
-                                    sampling_seed=int(task_rng.integers(2**31 - 1)))
+        sampling_seed = int(task_rng.integers(2**31 - 1))
+        if self.rollout_pool is not None:
+            episodes = self.rollout_pool.collect(self.model, seeds.tolist(), sampling_seed, config.rollout_shards,
+                                                 self.episodes_done, self.env_steps_done)
+        else:  # rollout_shards=1: one collect_episodes call
+            episodes = collect_sharded(self.model, self.tokenizer, self.envs, seeds.tolist(), config, sampling_seed,
+                                       config.rollout_shards)
         rollout_seconds = time.perf_counter() - start
         self.episodes_done += len(episodes)
         self.env_steps_done += sum(len(e.turns) for e in episodes)
