@@ -30,6 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK
+from agentgym_budget.envs.registration import BUDGET_OPTIONS
 from agentgym_budget.policies.base import Policy, make_policy
 from agentgym_budget.wrappers.budget import TurnBudget
 
@@ -49,10 +50,6 @@ __all__ = [
 ]
 
 UNKNOWN = -1  # marks a per-turn fact the env does not provide (no expert, no plan)
-_BUDGET_OPTIONS = frozenset(
-    ("budget", "budgets", "weights", "low", "high", "schedule", "progress_unit", "interpolation",
-     "show_budget", "budget_template", "budget_position")
-)
 
 
 def task_seed(seed: int, task: int) -> int:
@@ -163,7 +160,7 @@ def make_budgeted_env(env_id: str, budget: int, env_kwargs: dict[str, Any]) -> g
     if "budget" in spec.kwargs:  # an X-Budget-v0 id
         env = gym.make(env_id, budget=budget, disable_env_checker=True, **kwargs)
     else:
-        budget_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in _BUDGET_OPTIONS}
+        budget_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in BUDGET_OPTIONS}
         unlimited = dataclasses.replace(spec, max_episode_steps=None)
         env = TurnBudget(gym.make(unlimited, disable_env_checker=True, **kwargs), budget=budget, **budget_kwargs)
     if find_turn_budget(env) is None:
