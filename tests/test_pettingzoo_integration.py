@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("pettingzoo")
 from pettingzoo.test import api_test, parallel_api_test  # noqa: E402
-from pettingzoo.test.example_envs import generated_agents_parallel_v0  # noqa: E402
+from pettingzoo.test.example_envs import generated_agents_env_v0, generated_agents_parallel_v0  # noqa: E402
 from pettingzoo.utils.conversions import parallel_to_aec  # noqa: E402
 
 from agentgym_budget.integrations.pettingzoo import SharedHouseholdEnv, env, parallel_env  # noqa: E402
-from agentgym_budget.integrations.pettingzoo_budget import ParallelTurnBudget  # noqa: E402
+from agentgym_budget.integrations.pettingzoo_budget import AECTurnBudget, ParallelTurnBudget  # noqa: E402
 
 
 def expert_episode(par_env, seed: int = 0, max_steps: int = 50):
@@ -211,3 +211,58 @@ def test_budget_on_pettingzoos_generated_agents_parallel_env(mode: str) -> None:
     assert not set(first) & set(wrapped.agents)
     if mode == "shared":
         assert wrapped.agents == []
+
+
+# -- the AEC budget wrapper -----------------------------------------------------------------
+@pytest.mark.parametrize("mode", ["shared", "per_agent"])
+@pytest.mark.parametrize("noop_action", [None, 0])
+def test_aec_budget_on_pettingzoos_generated_agents_env(mode: str, noop_action, text_aware_api_test) -> None:
+    text_aware_api_test(AECTurnBudget(generated_agents_env_v0.env(), budget="mix:3,7", mode=mode,
+                                      noop_action=noop_action), num_cycles=40)
+
+
+@pytest.mark.parametrize("mode", ["shared", "per_agent"])
+@pytest.mark.parametrize("noop_action", [None, "wait"])
+def test_aec_budget_on_the_household_passes_api_test(mode: str, noop_action, text_aware_api_test) -> None:
+    text_aware_api_test(AECTurnBudget(env(), budget="mix:3,7", mode=mode, noop_action=noop_action, show_budget=True),
+                        num_cycles=40)
+
+
+def play_aec(aec_env, policy, max_moves: int = 200) -> list[tuple]:
+    """Every (agent, reward, terminated, truncated, info) seen by the caller, in order."""
+    seen = []
+    for agent in aec_env.agent_iter(max_moves):
+        _, reward, terminated, truncated, info = aec_env.last()
+        seen.append((agent, reward, terminated, truncated, dict(info)))
+        aec_env.step(None if terminated or truncated else policy(agent, info))
+    return seen
+
+
+def test_aec_shared_budget_counts_moves_and_ends_everyone() -> None:
+    wrapped = AECTurnBudget(env(), budget=3, mode="shared")
+    wrapped.reset(seed=0)
+    seen = play_aec(wrapped, lambda agent, info: "look")
+    # alice, bob, alice move (3 moves), then both are shown truncated once (in agents order, as
+    # PettingZoo orders dead agents) and removed.
+    assert [(a, t) for a, _, _, t, _ in seen] == [("alice", False), ("bob", False), ("alice", False),
+                                                  ("alice", True), ("bob", True)]
+    assert seen[-1][4]["turn"] == 3 and seen[-1][4]["turns_left"] == 0
+    assert wrapped.agents == []
+
+
+def test_aec_per_agent_budget_with_noop_lets_the_other_agent_win() -> None:
+    wrapped = AECTurnBudget(env(), budget="mix:1,40", mode="per_agent", noop_action="wait")
+    wrapped.reset(seed=4)
+    assert (wrapped.infos["alice"]["budget"], wrapped.infos["bob"]["budget"]) == (40, 1)
+    seen = play_aec(wrapped, lambda agent, info: info["expert_action"])
+    bob = [s for s in seen if s[0] == "bob"]
+    assert [s[3] for s in bob] == [False, True]  # one move, then shown truncated and removed
+    assert seen[-1][0] == "alice" and seen[-1][2] and seen[-1][1] == 1.0  # alice finished the task alone
+    assert wrapped.env.unwrapped.holding["bob"] is None  # bob only waited after his budget ran out
+
+
+def test_aec_per_agent_budget_without_noop_ends_everyone() -> None:
+    wrapped = AECTurnBudget(env(), budget="mix:1,40", mode="per_agent")
+    wrapped.reset(seed=4)
+    seen = play_aec(wrapped, lambda agent, info: "look")
+    assert [(a, t) for a, _, _, t, _ in seen] == [("alice", False), ("bob", False), ("alice", True), ("bob", True)]

@@ -1,4 +1,4 @@
-"""Turn budgets for any PettingZoo env: :class:`ParallelTurnBudget`.
+"""Turn budgets for any PettingZoo env: :class:`ParallelTurnBudget` and :class:`AECTurnBudget`.
 
 The multi-agent counterparts of :class:`~agentgym_budget.wrappers.TurnBudget`.  Budgets come
 from the same schedules (an ``int``, ``"fixed:T"``, ``"mix:..."``, ``"uniform:L-H"``,
@@ -6,17 +6,14 @@ from the same schedules (an ``int``, ``"fixed:T"``, ``"mix:..."``, ``"uniform:L-
 :mod:`agentgym_budget.wrappers.budget_spec`), drawn at ``reset`` from the wrapper's own RNG
 seeded by ``reset(seed=...)``.  Two modes:
 
-* ``mode="shared"`` — one budget for the team; a turn is one joint step.  When the budget is
-  spent every agent is truncated.
+* ``mode="shared"`` — one budget for the team; a turn is one joint step of a ``ParallelEnv``,
+  one move of an AEC env.  When the budget is spent every agent is truncated.
 * ``mode="per_agent"`` — every agent draws its own budget and spends it with its own actions.
   An agent whose budget is spent is truncated and leaves ``agents``; the others play on.
   The wrapped env still runs that agent: the wrapper plays ``noop_action`` for it (a fixed
-  action or a function ``agent -> action``); without ``noop_action`` the env gets no action
-  for it (fine for envs that default missing actions, such as ``SharedHousehold``).
-
-For an AEC env, wrap its parallel form and convert back with PettingZoo's standard
-``parallel_to_aec(ParallelTurnBudget(parallel_env, ...))`` (tested with PettingZoo's
-``api_test``).
+  action or a function ``agent -> action``).  Without ``noop_action`` a ``ParallelEnv`` gets
+  no action for it (fine for envs that default missing actions, such as ``SharedHousehold``),
+  while an AEC env, which cannot skip a player's move, ends for everyone (all truncated).
 
 ``infos[agent]`` gains ``budget``, ``turn`` (turns spent: the team's in shared mode, the
 agent's own in per-agent mode) and ``turns_left``; ``reset(options={"budget": T})`` forces one
@@ -56,9 +53,9 @@ from agentgym_budget.wrappers.budget_spec import (
 )
 
 pettingzoo = require("pettingzoo", extra="multiagent", what="agentgym_budget.integrations.pettingzoo_budget")
-from pettingzoo.utils.wrappers import BaseParallelWrapper  # noqa: E402
+from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper  # noqa: E402
 
-__all__ = ["BudgetMode", "ParallelTurnBudget", "TeamBudget"]
+__all__ = ["AECTurnBudget", "BudgetMode", "ParallelTurnBudget", "TeamBudget"]
 
 BudgetMode = Literal["shared", "per_agent"]
 NoopAction = Callable[[str], Any] | Any
@@ -89,6 +86,7 @@ class TeamBudget:
         self.budgets: dict[str, int] = {}
         self.turns: dict[str, int] = {}
         self._forced: int | None = None
+        self._spaces: dict[str, tuple[gym.spaces.Space, gym.spaces.Space]] = {}
 
     def start(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any] | None:
         """Begin an episode; returns the options without ``budget`` for the wrapped env."""
@@ -150,14 +148,20 @@ class TeamBudget:
         shown = self.budget_template.format(turns_left=max(budget - turn, 0), budget=budget, turn=turn)
         return f"{observation}\n\n{shown}"
 
-    def observation_space(self, space: gym.spaces.Space) -> gym.spaces.Space:
+    def observation_space(self, agent: str, space: gym.spaces.Space) -> gym.spaces.Space:
+        """``space`` widened for the shown budget; the same object while ``space`` is (PettingZoo's API test checks)."""
         if not self.show_budget:
             return space
+        cached = self._spaces.get(agent)
+        if cached is not None and cached[0] is space:
+            return cached[1]
         if not isinstance(space, gym.spaces.Text):
             raise ValueError(f"show_budget=True needs Text observation spaces, got {space}")
         widest = self.budget_template.format(turns_left=10**9 - 1, budget=10**9 - 1, turn=10**9 - 1)
-        return gym.spaces.Text(max_length=space.max_length + len(widest) + 2, min_length=space.min_length,
-                               charset=space.character_set)
+        shown = gym.spaces.Text(max_length=space.max_length + len(widest) + 2, min_length=space.min_length,
+                                charset=space.character_set)
+        self._spaces[agent] = (space, shown)
+        return shown
 
     def set_progress(self, progress: float) -> None:
         if not np.isfinite(progress) or progress < 0:
@@ -191,12 +195,9 @@ class ParallelTurnBudget(BaseParallelWrapper):
         self.noop_action = noop_action
         self.agents: list[str] = []
         self._removed: set[str] = set()  # agents whose budget ran out (they left `agents`)
-        self._spaces: dict[str, gym.spaces.Space] = {}
 
     def observation_space(self, agent: str) -> gym.spaces.Space:
-        if agent not in self._spaces:  # cached: PettingZoo's API test wants the same object each call
-            self._spaces[agent] = self.team.observation_space(self.env.observation_space(agent))
-        return self._spaces[agent]
+        return self.team.observation_space(agent, self.env.observation_space(agent))
 
     def set_progress(self, progress: float) -> None:
         """Set the curriculum progress (episodes or joint steps, per the schedule's unit)."""
@@ -233,3 +234,97 @@ class ParallelTurnBudget(BaseParallelWrapper):
 
     def __str__(self) -> str:
         return f"ParallelTurnBudget<{self.env!s}>"
+
+
+class AECTurnBudget(BaseWrapper):
+    """A turn budget (shared or per-agent) for a PettingZoo AEC env (see the module docstring).
+
+    Same arguments as :class:`ParallelTurnBudget`; a turn is one move.  Agents the budget
+    truncates are shown dead (``truncations[agent] = True``, selected first, as PettingZoo does)
+    until the caller's ``step(None)`` removes them; the wrapper keeps its own ``agents``,
+    ``rewards``, ``terminations``, ``truncations``, ``infos`` and ``agent_selection`` for
+    that, and plays ``noop_action`` in the wrapped env whenever it selects a removed agent.
+    """
+
+    def __init__(self, env: Any, budget: BudgetSpec, *, mode: BudgetMode = "shared",
+                 noop_action: NoopAction | None = None, show_budget: bool = False,
+                 budget_template: str = DEFAULT_BUDGET_TEMPLATE, **schedule_options: Any) -> None:
+        super().__init__(env)
+        self.team = TeamBudget(budget, mode, show_budget=show_budget, budget_template=budget_template,
+                               **schedule_options)
+        self.noop_action = noop_action
+        self._ended: list[str] = []  # out of budget, still shown (dead) until the caller's step(None)
+        self._removed: set[str] = set()  # removed for the caller; the wrapped env may still run them
+        self._closing = False  # the episode is over for everyone: dead steps are served here
+
+    def observation_space(self, agent: str) -> gym.spaces.Space:
+        return self.team.observation_space(agent, self.env.observation_space(agent))
+
+    def observe(self, agent: str) -> Any:
+        return self.team.observe(agent, self.env.observe(agent))
+
+    def set_progress(self, progress: float) -> None:
+        """Set the curriculum progress (episodes or moves, per the schedule's unit)."""
+        self.team.set_progress(progress)
+
+    def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
+        self.env.reset(seed=seed, options=self.team.start(seed, options))
+        self._ended, self._removed, self._closing = [], set(), False
+        self._sync({a: self.env.rewards[a] for a in self.env.agents})
+
+    def step(self, action: Any) -> None:
+        agent = self.agent_selection
+        if agent in self._ended:  # the caller's dead step for an agent out of budget
+            if action is not None:
+                raise ValueError("when an agent is dead, the only valid action is None")
+            self._ended.remove(agent)
+            self._removed.add(agent)
+            rewards = self._autopilot() if not self._closing else {}
+            self._sync(rewards)
+            return
+        live = not (self.env.terminations[agent] or self.env.truncations[agent])
+        self.env.step(action)
+        rewards = dict(self.env.rewards)
+        if live:
+            self._spend(agent)
+        for a, r in self._autopilot().items():
+            rewards[a] = rewards.get(a, 0) + r
+        self._sync(rewards)
+
+    # -- helpers ------------------------------------------------------------------------------
+    def _spend(self, agent: str) -> None:
+        self.team.spend(None if self.team.mode == "shared" else agent)
+        if not self.team.exhausted(agent):
+            return
+        if self.team.mode == "shared" or self.noop_action is None:
+            self._closing = True  # everyone stops: the team's budget, or a player who cannot be skipped
+            self._ended = [a for a in self.env.agents if a not in self._removed and a not in self._ended]
+        else:
+            self._ended.append(agent)
+
+    def _autopilot(self) -> dict[str, float]:
+        """Play the wrapped env's turns of removed agents (noop, or their dead step); their rewards summed."""
+        rewards: dict[str, float] = {}
+        while (not self._closing and self.env.agent_selection in self._removed
+               and any(a not in self._removed for a in self.env.agents)):
+            selected = self.env.agent_selection
+            dead = self.env.terminations[selected] or self.env.truncations[selected]
+            self.env.step(None if dead else _noop_for(self.noop_action, selected))
+            for a, r in self.env.rewards.items():
+                rewards[a] = rewards.get(a, 0) + r
+        return rewards
+
+    def _sync(self, rewards: dict[str, float]) -> None:
+        """The caller's view: the env's bookkeeping minus removed agents, plus budget truncations."""
+        env = self.env
+        self.agents = [a for a in env.agents if a not in self._removed]
+        self.terminations = {a: bool(env.terminations[a]) for a in self.agents}
+        self.truncations = {a: bool(env.truncations[a]) or a in self._ended for a in self.agents}
+        self.rewards = {a: rewards.get(a, 0) for a in self.agents}
+        self._cumulative_rewards = {a: env._cumulative_rewards[a] for a in self.agents}
+        self.infos = {a: self.team.annotate(a, dict(env.infos[a])) for a in self.agents}
+        shown_dead = [a for a in self._ended if a in self.agents]
+        self.agent_selection = shown_dead[0] if shown_dead else env.agent_selection
+
+    def __str__(self) -> str:
+        return f"AECTurnBudget<{self.env!s}>"
