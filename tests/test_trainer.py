@@ -9,7 +9,7 @@ import torch
 from agentgym_budget.train import TrainConfig, Trainer
 from agentgym_budget.train.grpo import TurnSample, collate, group_advantages
 from agentgym_budget.train.rollout import fit_prompt
-from agentgym_budget.train.tiny_model import tiny_model_and_tokenizer
+from agentgym_budget.train.tiny_model import format_warmup, tiny_model_and_tokenizer
 
 torch.set_num_threads(1)
 
@@ -75,7 +75,8 @@ def test_fit_prompt_drops_the_oldest_turns_first_and_keeps_the_task(tiny):
 def warm_model_path(tmp_path_factory):
     """A tiny model after a short format warm-up (random admissible commands), saved like a HF model."""
     path = tmp_path_factory.mktemp("warm_model")
-    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0, warmup_steps=40)
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    format_warmup(model, tokenizer, "KeyDoor-v0", steps=40, batch_size=16, seed=0)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
@@ -83,7 +84,7 @@ def warm_model_path(tmp_path_factory):
 
 def _config(output_dir, model, **overrides):
     base = dict(env_id="KeyDoor-v0", budget="mix:3,4", model=model, output_dir=str(output_dir), seed=3,
-                total_updates=3, tasks_per_update=3, group_size=4, max_new_tokens=12, learning_rate=1e-3,
+                total_updates=3, tasks_per_update=2, group_size=4, max_new_tokens=12, learning_rate=1e-3,
                 update_epochs=2, minibatches=1, micro_batch_size=8, kl_coef=0.05,
                 process_reward="expert_progress", process_reward_coef=0.5,
                 eval_every=0, save_every=1, torch_threads=1, progress_bar=False, tensorboard=False)

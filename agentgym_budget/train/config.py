@@ -140,6 +140,8 @@ class TrainConfig:
     eval_seed: int = 1_000_003
     """base seed of the held-out evaluation tasks (training draws its tasks from ``seed``)"""
     eval_temperature: float = 1.0
+    eval_plots: bool = True
+    """also write the evaluator's ``passkt_heatmap.png``/``passkt_curves.png`` at each evaluation"""
     save_every: int = 50
     """checkpoint every this many updates (0: only at the end)"""
     keep_checkpoints: int = 2

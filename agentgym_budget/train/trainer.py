@@ -67,10 +67,27 @@ def load_model_and_tokenizer(name: str, env_id: str, seed: int, device: torch.de
         import transformers
 
         model = transformers.AutoModelForCausalLM.from_pretrained(name)
-        tokenizer = transformers.AutoTokenizer.from_pretrained(name)
+        tokenizer = _load_tokenizer(name)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.to(device), tokenizer
+
+
+def _load_tokenizer(name: str) -> Any:
+    """``AutoTokenizer``, except for a saved plain ``tokenizers`` tokenizer (our tiny one).
+
+    transformers 5's ``AutoTokenizer`` rebuilds a tokenizer of the model's type (e.g.
+    ``Qwen2Tokenizer``) with that type's own pre-tokenizer, which silently changes how a
+    custom BPE tokenizes; such a checkpoint is loaded as it was saved instead.
+    """
+    import transformers
+
+    config_file = Path(name) / "tokenizer_config.json"
+    if config_file.is_file():
+        saved_class = json.loads(config_file.read_text()).get("tokenizer_class")
+        if saved_class in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+            return transformers.PreTrainedTokenizerFast.from_pretrained(name)
+    return transformers.AutoTokenizer.from_pretrained(name)
 
 
 class Trainer:
@@ -262,7 +279,11 @@ class Trainer:
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self) -> Any:
-        """Pass@(K,T) of the current policy on held-out tasks (seeds from ``eval_seed``)."""
+        """Pass@(K,T) of the current policy on held-out tasks (seeds from ``eval_seed``).
+
+        Writes ``output_dir/eval/update_NNNNNN/`` (the evaluator's ``passkt.json``/CSV files and
+        heatmap) and logs every cell as ``eval/pass@K,T=T`` to ``eval.jsonl``/``eval.csv``.
+        """
         from agentgym_budget.eval import evaluate
 
         config = self.config
@@ -272,8 +293,11 @@ class Trainer:
                           attempts=config.eval_attempts, seed=config.eval_seed,
                           env_kwargs={**config.env_kwargs, "show_budget": config.show_budget}, bootstrap=200)
         folder = self.output_dir / "eval" / f"{_CHECKPOINT_PREFIX}{self.update:06d}"
-        folder.mkdir(parents=True, exist_ok=True)
-        result.save_json(folder / "passkt.json")
+        result.save(folder)  # passkt.json, passkt.csv, task_counts.csv
+        if config.eval_plots:
+            from agentgym_budget.eval.plots import save_plots
+
+            save_plots(result, folder)  # passkt_heatmap.png, passkt_curves.png
         metrics = {"update": self.update, **{f"eval/pass@{k},T={t}": result.value(k, t)
                                               for k in config.eval_ks for t in config.eval_ts}}
         self.logger.log(metrics, stream="eval")
