@@ -428,36 +428,42 @@ def check_split(games_dir: Path, split: str, engine_name: str, limit: int | None
             out.flush()
 
 
-def apply_checks(games_dir: Path, split: str, progress_files: Sequence[Path], seed: int) -> dict[str, Any]:
-    """Drop the games the expert could not win, store its walkthroughs, update the manifest."""
+def apply_checks(games_dir: Path, split: str, progress_files: Sequence[Path], seed: int, out_dir: Path | None = None) -> dict[str, Any]:
+    """Keep the games the expert won on every engine that checked them; store its walkthrough.
+
+    Writes ``<out_dir>/<split>.jsonl.xz`` and the split's entry of ``<out_dir>/manifest.json``:
+    counts per task type, how many games each engine checked, and on how many games checked by
+    both engines the expert's actions differed (they should not: the engines are identical).
+    """
+    out_dir = out_dir or games_dir
     games = _read_split(games_dir / f"{split}.jsonl.xz", split)
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, list[str] | None]] = {}  # engine -> game id -> walkthrough
     for path in progress_files:
         for line in path.read_text().splitlines():
             record = json.loads(line)
-            results[record["id"]] = record
-    kept = []
+            results.setdefault(record["engine"], {})[record["id"]] = record["walkthrough"]
+    kept, disagreements = [], 0
     for game in games:
-        result = results.get(game.id)
-        if result is None:
+        found = [by_id[game.id] for by_id in results.values() if game.id in by_id]
+        disagreements += len({json.dumps(w) for w in found}) > 1
+        if found and all(w is not None for w in found):
+            kept.append(dataclasses.replace(game, walkthrough=tuple(found[0])))  # type: ignore[arg-type]
+        elif not found:
             kept.append(game)  # unchecked: kept, and counted as such in the manifest
-        elif result["walkthrough"] is not None:
-            kept.append(dataclasses.replace(game, walkthrough=tuple(result["walkthrough"])))
-    write_split(kept, games_dir / f"{split}.jsonl.xz")
-    checked = [g for g in games if g.id in results]
-    engines = sorted({results[g.id]["engine"] for g in checked})
+    write_split(kept, out_dir / f"{split}.jsonl.xz")
     summary = {
         "generated": len(games),
-        "checked": len(checked),
-        "checker_engines": engines,
+        "checked_by_engine": {engine: sum(g.id in by_id for g in games) for engine, by_id in sorted(results.items())},
+        "engine_disagreements": disagreements,
         "unsolvable_dropped": len(games) - len(kept),
         "games": len(kept),
         "per_task_type": {t: sum(g.task_type == t for g in kept) for t in TASK_TYPES.values()},
         "floor_plans": sorted({int(g.id.split("/")[0].rsplit("-", 1)[1]) for g in kept}),
     }
-    manifest_path = games_dir / "manifest.json"
+    manifest_path = out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    manifest.update({"generator_version": GENERATOR_VERSION, "seed": seed, "max_turns": 50})
+    manifest.update({"generator_version": GENERATOR_VERSION, "seed": seed, "expert_max_turns": 50})
+    manifest.pop("max_turns", None)
     manifest.setdefault("splits", {})[split] = summary
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return summary
@@ -488,6 +494,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     apply.add_argument("--split", required=True)
     apply.add_argument("--progress", type=Path, nargs="+", required=True)
     apply.add_argument("--seed", type=int, default=0)
+    apply.add_argument("--out", type=Path, default=None, help="folder to write to (default: --games)")
     args = parser.parse_args(argv)
     if args.command == "generate":
         for split, count in (("train", args.train), ("valid_seen", args.valid_seen), ("valid_unseen", args.valid_unseen)):
@@ -497,7 +504,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "check":
         check_split(args.games, args.split, args.engine, args.limit, args.progress)
     else:
-        print(json.dumps(apply_checks(args.games, args.split, args.progress, args.seed), indent=1))
+        print(json.dumps(apply_checks(args.games, args.split, args.progress, args.seed, args.out), indent=1))
 
 
 if __name__ == "__main__":
