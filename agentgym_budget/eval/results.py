@@ -181,19 +181,19 @@ class PassKTResult:
         table.add_column("value", justify="right")
         dq, er, res = m.get("decision_quality", {}), m.get("error_recovery", {}), m.get("resilience", {})
         early = m.get("early_turns")
-        table.add_row("expert agreement (all / early / late turns)",
-                      f"{fmt(dq.get('overall'))} / {fmt(dq.get('early'))} (t<={early}) / {fmt(dq.get('late'))}")
+        table.add_row(f"expert agreement: all / t<={early} / later",
+                      f"{fmt(dq.get('overall'))} / {fmt(dq.get('early'))} / {fmt(dq.get('late'))}")
         table.add_row("errors per episode", fmt(er.get("errors_per_episode"), 2))
-        table.add_row("success after an error / without error",
+        table.add_row("success with / without an error",
                       f"{fmt(er.get('success_after_error'))} / {fmt(er.get('success_without_error'))}")
-        table.add_row("mean turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2))
+        table.add_row("turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2))
         if m.get("plan_lengths_known", True):
-            table.add_row("turns per expert plan step (won episodes)", fmt(res.get("mean_turns_per_plan_step"), 2))
+            table.add_row("turns per expert plan step (wins)", fmt(res.get("mean_turns_per_plan_step"), 2))
         else:
-            table.add_row("expert plan lengths", "not reported (one-step plans): no detours, no length buckets")
+            table.add_row("expert plan lengths", "unknown (one-step plans)")
         largest = str(max(self.ts))
         for label, bucket in res.get("by_plan_length", {}).items():
-            table.add_row(f"success at T={largest}, plan length {label} ({bucket['episodes']} ep.)",
+            table.add_row(f"success T={largest}, plan {label} ({bucket['episodes']} ep.)",
                           fmt(bucket["success"].get(largest)))
         return table
 
