@@ -38,6 +38,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=60, help="commands per episode")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=None, help="stop starting new episodes after this many seconds")
+    parser.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
     parser.add_argument("--report", type=Path, default=None, help="write a JSON summary here")
     parser.add_argument("--golden", type=Path, default=None, help="write the reference transcripts here (.json.gz)")
     return parser.parse_args(argv)
@@ -74,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     golden: list[dict] = []
     print(f"{len(games)} games x {args.episodes} episodes x <= {args.steps} commands", flush=True)
     stopped = False
+    last_progress = 0.0
+    games_played: set[int] = set()
     for game_index, game in enumerate(games):
         for episode in range(args.episodes):
             if args.time_limit is not None and time.perf_counter() - start > args.time_limit:
@@ -91,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 reference = TextWorldAlfredEngine()
                 continue
             episodes += 1
+            games_played.add(game_index)
             steps += report.steps
             per_split[game.split] = per_split.get(game.split, 0) + report.steps
             for mismatch in report.mismatches:
@@ -100,13 +104,13 @@ def main(argv: list[str] | None = None) -> int:
                 golden.append({"game": game.to_record(), "mode": mode, "transcript": report.transcript})
         if stopped:
             break
-        if (game_index + 1) % 10 == 0:
-            elapsed = time.perf_counter() - start
-            print(f"[{elapsed:7.0f}s] games {game_index + 1}/{len(games)}  episodes {episodes}  steps {steps}  "
+        if time.perf_counter() - start - last_progress > args.progress:
+            last_progress = elapsed = time.perf_counter() - start
+            print(f"[{elapsed:7.0f}s] games {len(games_played)}/{len(games)}  episodes {episodes}  steps {steps}  "
                   f"mismatches {len(mismatches)}", flush=True)
     elapsed = time.perf_counter() - start
     summary = {
-        "games": min(len(games), game_index + 1) if games else 0,
+        "games": len(games_played),
         "episodes": episodes,
         "steps_compared": steps,
         "steps_by_split": per_split,

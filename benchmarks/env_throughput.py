@@ -3,7 +3,8 @@
 Each backend is one small function ``(workload) -> Figures``; add yours to ``BACKENDS``.
 Steps replay a fixed command stream (recorded beforehand from a random admissible/invalid
 mix), so the policy's cost is not measured; every step returns the admissible commands.
-Figures are wall-clock on whatever machine runs this (other load included).
+Figures are wall-clock on whatever machine runs this (other load included), plus steps per
+second of the process's own CPU time (the single-core figure when the machine is busy).
 
 ALFWorld rows:
 * ``alfworld-fast``: :class:`~agentgym_budget.envs.alfworld.fast.FastAlfredEngine`; resets
@@ -20,6 +21,7 @@ Run:
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 import time
@@ -49,25 +51,29 @@ class Figures:
     resets_per_s: float | None = None
     cold_resets_per_s: float | None = None
     steps_per_s: float | None = None
+    #: steps per second of this process's CPU time: the one-core figure, whatever else runs.
+    steps_per_cpu_s: float | None = None
     batched_steps_per_s: float | None = None
     notes: list[str] = field(default_factory=list)
 
 
-def _replay(engine, workload: Workload, total: int) -> float:
-    """Steps/s replaying the scripts (with a reset at the start of each script, not timed)."""
-    elapsed, done = 0.0, 0
+def _replay(engine, workload: Workload, total: int) -> tuple[float, float]:
+    """(steps per wall second, steps per CPU second) replaying the scripts (resets not timed)."""
+    elapsed = cpu = 0.0
+    done = 0
     while done < total:
         for game, script in zip(workload.games, workload.scripts):
             engine.reset(game)
             todo = script[: total - done]
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             for command in todo:
                 engine.step(command)
             elapsed += time.perf_counter() - start
+            cpu += time.process_time() - start_cpu
             done += len(todo)
             if done >= total:
                 break
-    return done / elapsed
+    return done / elapsed, done / max(cpu, 1e-9)
 
 
 def alfworld_fast(workload: Workload) -> Figures:
@@ -87,7 +93,7 @@ def alfworld_fast(workload: Workload) -> Figures:
         for game in workload.games:
             engine.reset(game)
     figures.resets_per_s = rounds * len(workload.games) / (time.perf_counter() - start)
-    figures.steps_per_s = _replay(engine, workload, workload.steps)
+    figures.steps_per_s, figures.steps_per_cpu_s = _replay(engine, workload, workload.steps)
 
     engines = [FastAlfredEngine() for _ in range(workload.batch)]
     scripts = []
@@ -96,13 +102,17 @@ def alfworld_fast(workload: Workload) -> Figures:
         engine_i.reset(game)
         scripts.append(workload.scripts[index % len(workload.scripts)])
     length = min(len(s) for s in scripts)
-    done, start = 0, time.perf_counter()
+    done, elapsed = 0, 0.0
     while done < workload.steps:
+        for engine_i, index in zip(engines, range(len(engines))):
+            engine_i.reset(workload.games[index % len(workload.games)])
+        start = time.perf_counter()
         for t in range(length):
             for engine_i, script in zip(engines, scripts):
                 engine_i.step(script[t])
             done += len(engines)
-    figures.batched_steps_per_s = done / (time.perf_counter() - start)
+        elapsed += time.perf_counter() - start
+    figures.batched_steps_per_s = done / elapsed
     figures.notes.append(f"batched = {workload.batch} engines round-robin, one process")
     return figures
 
@@ -125,7 +135,7 @@ def alfworld_textworld(workload: Workload) -> Figures:
     for _ in range(2):
         engine.reset(games[-1])  # same game again: PddlEnv.reset still re-translates
     figures.resets_per_s = 2 / (time.perf_counter() - start)
-    figures.steps_per_s = _replay(engine, workload, workload.slow_steps)
+    figures.steps_per_s, figures.steps_per_cpu_s = _replay(engine, workload, workload.slow_steps)
     engine.close()
     return figures
 
@@ -166,7 +176,9 @@ def alfworld_workload(args: argparse.Namespace) -> Workload:
 
 
 def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:,.1f}"
+    if value is None:
+        return "-"
+    return f"{value:,.1f}" if value >= 10 else f"{value:.3f}"
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -182,18 +194,20 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)  # before textworld: fast_downward.pddl2sas overwrites sys.argv
 
     workload = alfworld_workload(args)
-    print(f"workload: {len(workload.games)} games, scripts of {args.script_length} commands")
+    print(f"workload: {len(workload.games)} games, scripts of {args.script_length} commands; "
+          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
     results = {name: BACKENDS[name](workload) for name in args.backends}
-    header = f"{'backend':<22}{'resets/s warm':>15}{'resets/s cold':>15}{'steps/s':>12}{'batched steps/s':>17}"
+    header = (f"{'backend':<22}{'resets/s warm':>15}{'resets/s cold':>15}{'steps/s':>12}{'steps/cpu-s':>13}"
+              f"{'batched steps/s':>17}")
     print(header)
     print("-" * len(header))
     for name, f in results.items():
         print(f"{name:<22}{_fmt(f.resets_per_s):>15}{_fmt(f.cold_resets_per_s):>15}{_fmt(f.steps_per_s):>12}"
-              f"{_fmt(f.batched_steps_per_s):>17}  {'; '.join(f.notes)}")
+              f"{_fmt(f.steps_per_cpu_s):>13}{_fmt(f.batched_steps_per_s):>17}  {'; '.join(f.notes)}")
     for label, top, bottom in RATIOS:
         if top in results and bottom in results and results[bottom].steps_per_s:
             a, b = results[top], results[bottom]
-            print(f"{label}: steps x{a.steps_per_s / b.steps_per_s:,.0f}, "
+            print(f"{label}: steps x{a.steps_per_s / b.steps_per_s:,.0f} (wall) / x{a.steps_per_cpu_s / b.steps_per_cpu_s:,.0f} (cpu), "
                   f"resets x{a.resets_per_s / b.resets_per_s:,.0f} (warm) / x{a.cold_resets_per_s / b.cold_resets_per_s:,.0f} (cold)")
 
 
