@@ -1,0 +1,242 @@
+"""ALFWorldEnv on the bundled games: API, data, expert, determinism, upstream data_dir loading."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import gymnasium as gym
+import pytest
+from gymnasium.utils.env_checker import check_env
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import agentgym_budget  # noqa: F401  (registers the ids)
+from agentgym_budget._optional import MissingBackendError, is_installed
+from agentgym_budget.envs.alfworld.env import ALFWorldEnv
+from agentgym_budget.envs.alfworld.game import SPLITS, TASK_TYPES, bundled_manifest, load_games
+
+pytestmark = pytest.mark.skipif(
+    not is_installed("agentgym_budget.envs.alfworld.fast"), reason="the fast ALFWorld engine is not there"
+)
+FAST = {"engine": "fast"}
+
+
+def play_expert(env: gym.Env, max_turns: int = 50, **reset_kwargs) -> tuple[list[str], list[float], dict]:
+    """Follow info['expert_action'] until the episode ends; the observations and rewards seen."""
+    obs, info = env.reset(**reset_kwargs)
+    observations, rewards = [obs], []
+    for _ in range(max_turns):
+        obs, reward, terminated, truncated, info = env.step(info["expert_action"])
+        observations.append(obs)
+        rewards.append(reward)
+        if terminated or truncated:
+            break
+    return observations, rewards, info
+
+
+def test_check_env_passes() -> None:
+    env = gym.make("ALFWorld-v0", split="valid_seen", **FAST)
+    check_env(env.unwrapped, skip_render_check=True)
+
+
+def test_budget_id_truncates_at_its_budget() -> None:
+    env = gym.make("ALFWorld-Budget-v0", budget="fixed:3", split="valid_seen", **FAST)
+    env.reset(seed=0)
+    results = [env.step("look") for _ in range(3)]
+    assert [r[3] for r in results] == [False, False, True]  # truncated, never terminated
+    assert not any(r[2] for r in results)
+
+
+@pytest.mark.parametrize("split", SPLITS)
+def test_every_split_has_all_six_task_types_and_matches_its_manifest(split: str) -> None:
+    games = load_games(split)
+    counts = {t: sum(g.task_type == t for g in games) for t in TASK_TYPES.values()}
+    assert all(count > 0 for count in counts.values()), counts
+    entry = bundled_manifest()["splits"][split]
+    assert entry["games"] == len(games) and entry["per_task_type"] == counts
+    assert len({g.id for g in games}) == len(games)
+
+
+def test_valid_unseen_rooms_are_never_seen_in_train() -> None:
+    def floor_plan(game_id: str) -> int:
+        return int(game_id.split("/")[0].rsplit("-", 1)[1])
+
+    train_plans = {floor_plan(g.id) for g in load_games("train")}
+    unseen_plans = {floor_plan(g.id) for g in load_games("valid_unseen")}
+    seen_plans = {floor_plan(g.id) for g in load_games("valid_seen")}
+    assert not train_plans & unseen_plans
+    assert seen_plans <= train_plans
+
+
+@pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
+def test_expert_wins_at_least_99_percent_of_eval_games_within_50_turns(split: str) -> None:
+    env = ALFWorldEnv(split=split, **FAST)
+    wins = 0
+    for index in range(len(env.games)):
+        _, rewards, info = play_expert(env, options={"task": index}, seed=index)
+        wins += info["won"]
+        assert rewards.count(1.0) == int(info["won"]) and sum(rewards) == float(info["won"])
+    assert wins / len(env.games) >= 0.99, f"{wins}/{len(env.games)}"
+
+
+@pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
+def test_stored_walkthroughs_win_on_their_last_step(split: str) -> None:
+    env = ALFWorldEnv(split=split, **FAST)
+    for index, game in enumerate(env.games):
+        env.reset(options={"task": index})
+        for turn, action in enumerate(game.walkthrough, start=1):
+            _, reward, terminated, _, info = env.step(action)
+            assert terminated == (turn == len(game.walkthrough)), (game.id, turn)
+        assert reward == 1.0 and info["won"]
+
+
+def test_same_seed_same_episode_and_seeds_spread_over_games() -> None:
+    first, second = ALFWorldEnv(split="valid_seen", **FAST), ALFWorldEnv(split="valid_seen", **FAST)
+    for seed in (0, 1, 2):
+        assert play_expert(first, seed=seed) == play_expert(second, seed=seed)
+    games = {first.reset(seed=seed)[1]["game"] for seed in range(10)}
+    assert len(games) > 5
+
+
+def test_reset_info_and_first_expert_action_are_upstreams() -> None:
+    env = ALFWorldEnv(split="valid_seen", task_types=[1], **FAST)
+    obs, info = env.reset(seed=0)
+    assert obs.startswith("-= Welcome to TextWorld, ALFRED! =-\n\nYou are in the middle of a room.")
+    assert obs.endswith(f"Your task is to: {info['task']}.")
+    assert info["task_type"] == "pick_and_place_simple" and info["game"] == env.game.id
+    assert info["expert_action"] == "look" and info["expert_plan"] == ["look"]  # AlfredExpert at reset
+    assert info["admissible_commands"] == sorted(set(info["admissible_commands"]))
+    assert not info["won"] and info["turn"] == 0
+
+
+@settings(max_examples=60, deadline=None)
+@given(action=st.text(max_size=40))
+def test_any_string_is_a_turn_and_never_raises(action: str) -> None:
+    env = _shared_env()
+    _, info = env.reset(seed=7)
+    obs, reward, terminated, truncated, info_after = env.step(action)
+    if action.strip() not in info["admissible_commands"]:
+        assert obs == "Nothing happens."
+        assert info_after["admissible_commands"] == info["admissible_commands"]
+    assert reward == 0.0 and not terminated and not truncated and info_after["turn"] == 1
+
+
+_ENV_CACHE: dict[str, ALFWorldEnv] = {}
+
+
+def _shared_env() -> ALFWorldEnv:
+    if "env" not in _ENV_CACHE:
+        _ENV_CACHE["env"] = ALFWorldEnv(split="valid_seen", **FAST)
+    return _ENV_CACHE["env"]
+
+
+def test_random_admissible_play_never_raises() -> None:
+    env = ALFWorldEnv(split="valid_unseen", **FAST)
+    _, info = env.reset(seed=3)
+    for turn in range(200):
+        command = info["admissible_commands"][int(env.np_random.integers(len(info["admissible_commands"])))]
+        _, _, terminated, _, info = env.step(command)
+        assert info["expert_action"] in info["admissible_commands"] or info["expert_action"] == "look"
+        if terminated:
+            _, info = env.reset(seed=turn)
+
+
+def test_reset_task_option_by_index_and_id_and_bad_values() -> None:
+    env = ALFWorldEnv(split="valid_seen", **FAST)
+    _, by_index = env.reset(options={"task": 5})
+    _, by_id = env.reset(options={"task": env.games[5].id})
+    assert by_index["game"] == by_id["game"] == env.games[5].id
+    for bad in (-1, len(env.games), "no-such-game", 1.5, True):
+        with pytest.raises(ValueError):
+            env.reset(options={"task": bad})
+
+
+def test_task_types_by_name_or_id_and_bad_values() -> None:
+    assert {g.task_type for g in ALFWorldEnv(split="valid_seen", task_types=[2, "pick_two_obj_and_place"], **FAST).games} == {
+        "look_at_obj_in_light",
+        "pick_two_obj_and_place",
+    }
+    for bad in ([7], ["pick"], []):
+        with pytest.raises(ValueError):
+            ALFWorldEnv(split="valid_seen", task_types=bad, **FAST)
+    with pytest.raises(ValueError, match="split"):
+        ALFWorldEnv(split="test", **FAST)
+    with pytest.raises(ValueError, match="engine"):
+        ALFWorldEnv(split="valid_seen", engine="thor")
+
+
+def test_expert_plan_rolls_out_to_the_win_on_a_copyable_engine() -> None:
+    env = ALFWorldEnv(split="valid_seen", expert_plan_horizon=50, **FAST)
+    _, info = env.reset(seed=1)
+    *_, info = env.step(info["expert_action"])
+    plan = info["expert_plan"]
+    assert plan[0] == info["expert_action"] and len(plan) > 1
+    for turn, action in enumerate(plan, start=1):
+        _, reward, terminated, _, info = env.step(action)
+        assert terminated == (turn == len(plan))
+    assert reward == 1.0
+
+
+def test_missing_alfworld_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "textworld", None)  # makes `import textworld` fail
+    with pytest.raises(MissingBackendError, match=r"pip install 'agentgym-budget\[alfworld\]'"):
+        ALFWorldEnv(split="valid_seen", engine="textworld")
+
+
+# -- upstream data (json_2.1.1 layout) -------------------------------------------------------------
+def _write_trial(root, split: str, task_dir: str, game, solvable: bool = True, task_type: str | None = None) -> None:
+    trial = root / split / task_dir / "trial_T20190001_000001_000001"
+    trial.mkdir(parents=True)
+    traj = {
+        "task_type": task_type or game.task_type,
+        "pddl_params": {
+            "object_target": game.object_target.capitalize(),
+            "parent_target": game.parent_target.capitalize(),
+            "toggle_target": game.toggle_target.capitalize(),
+            "mrecep_target": "",
+            "object_sliced": False,
+        },
+    }
+    (trial / "traj_data.json").write_text(json.dumps(traj))
+    (trial / "game.tw-pddl").write_text(json.dumps({**game.to_tw_pddl(), "solvable": solvable}))
+
+
+@pytest.fixture
+def upstream_dir(tmp_path):
+    games = load_games("valid_seen")
+    simple = next(g for g in games if g.task_type == "pick_and_place_simple")
+    light = next(g for g in games if g.task_type == "look_at_obj_in_light")
+    _write_trial(tmp_path, "valid_seen", "pick_and_place_simple-A-None-B-1", simple)
+    _write_trial(tmp_path, "valid_seen", "look_at_obj_in_light-A-None-DeskLamp-301", light)
+    _write_trial(tmp_path, "valid_seen", "pick_and_place_simple-C-None-D-2", simple, solvable=False)
+    _write_trial(tmp_path, "valid_seen", "pick_and_place_with_movable_recep-A-B-C-3", simple)
+    _write_trial(tmp_path, "valid_seen", "pick_and_place_simple-AppleSliced-None-D-4", simple)
+    (tmp_path / "valid_seen" / "no-game-here" / "trial_x").mkdir(parents=True)
+    (tmp_path / "valid_seen" / "no-game-here" / "trial_x" / "traj_data.json").write_text(json.dumps({"task_type": "pick_and_place_simple"}))
+    return tmp_path, simple, light
+
+
+def test_data_dir_loads_upstream_layout_with_upstreams_filters(upstream_dir) -> None:
+    root, simple, light = upstream_dir
+    games = load_games("valid_seen", data_dir=root)
+    assert [g.id for g in games] == [
+        "look_at_obj_in_light-A-None-DeskLamp-301/trial_T20190001_000001_000001",
+        "pick_and_place_simple-A-None-B-1/trial_T20190001_000001_000001",
+    ]
+    assert games[1].goal == simple.goal and games[1].pddl_problem == simple.pddl_problem
+    assert games[1].task_params == simple.task_params and games[0].toggle_target == "desklamp"
+    assert [g.task_type for g in load_games("valid_seen", task_types=[2], data_dir=root)] == ["look_at_obj_in_light"]
+    with pytest.raises(FileNotFoundError, match="json_2.1.1"):
+        load_games("valid_unseen", data_dir=root)
+
+
+def test_env_plays_upstream_games_from_the_alfworld_data_variable(upstream_dir, monkeypatch) -> None:
+    root, simple, _ = upstream_dir
+    monkeypatch.setenv("ALFWORLD_DATA", str(root))
+    env = ALFWorldEnv(split="valid_seen", task_types=[1], **FAST)
+    assert len(env.games) == 1
+    env.reset(seed=0)
+    for action in simple.walkthrough:
+        _, reward, terminated, _, info = env.step(action)
+    assert terminated and reward == 1.0 and info["task"] == simple.goal
