@@ -247,9 +247,9 @@ def test_trainer_with_ray_rollouts_learns_exactly_as_local(ray_instance, tmp_pat
 
     def run(backend):
         config = TrainConfig(env_id="KeyDoor-v0", budget="mix:2,3", tasks_per_update=2, group_size=2, total_updates=2,
-                             max_new_tokens=4, learning_rate=1e-3, eval_every=0, save_every=0, tensorboard=False,
-                             progress_bar=False, torch_threads=1, rollout_shards=2, rollout_backend=backend,
-                             output_dir=str(tmp_path / backend))
+                             max_new_tokens=4, learning_rate=1e-3, entropy_coef=0.01, eval_every=0, save_every=0,
+                             tensorboard=False, progress_bar=False, torch_threads=1, rollout_shards=2,
+                             rollout_backend=backend, output_dir=str(tmp_path / backend))
         trainer = Trainer(config)
         history = [{k: v for k, v in m.items() if not k.endswith("_seconds")} for m in trainer.train()]
         return history, trainer.model.state_dict()
