@@ -204,6 +204,7 @@ def _write_trial(root, split: str, task_dir: str, game, solvable: bool = True, t
 
 @pytest.fixture
 def upstream_dir(tmp_path):
+    tmp_path = tmp_path / "json_2.1.1"
     games = load_games("valid_seen")
     simple = next(g for g in games if g.task_type == "pick_and_place_simple")
     light = next(g for g in games if g.task_type == "look_at_obj_in_light")
@@ -227,15 +228,18 @@ def test_data_dir_loads_upstream_layout_with_upstreams_filters(upstream_dir) -> 
     assert games[1].goal == simple.goal and games[1].pddl_problem == simple.pddl_problem
     assert games[1].task_params == simple.task_params and games[0].toggle_target == "desklamp"
     assert [g.task_type for g in load_games("valid_seen", task_types=[2], data_dir=root)] == ["look_at_obj_in_light"]
+    assert [g.id for g in load_games("valid_seen", data_dir=root.parent)] == [g.id for g in games]  # json_2.1.1's parent
     with pytest.raises(FileNotFoundError, match="json_2.1.1"):
         load_games("valid_unseen", data_dir=root)
 
 
 def test_env_plays_upstream_games_from_the_alfworld_data_variable(upstream_dir, monkeypatch) -> None:
     root, simple, _ = upstream_dir
-    monkeypatch.setenv("ALFWORLD_DATA", str(root))
+    monkeypatch.setenv("ALFWORLD_DATA", str(root.parent))
     env = ALFWorldEnv(split="valid_seen", task_types=[1], **FAST)
     assert len(env.games) == 1
+    monkeypatch.setenv("ALFWORLD_DATA", str(root.parent / "empty-cache"))  # what `import alfworld` sets
+    assert len(ALFWorldEnv(split="valid_seen", task_types=[1], **FAST).games) > 1  # bundled games
     env.reset(seed=0)
     for action in simple.walkthrough:
         _, reward, terminated, _, info = env.step(action)

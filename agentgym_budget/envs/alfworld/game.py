@@ -51,7 +51,7 @@ TASK_TYPES: dict[int, str] = {
 }
 #: Splits, named as in upstream ``json_2.1.1`` (train / in-distribution / out-of-distribution).
 SPLITS: tuple[str, ...] = ("train", "valid_seen", "valid_unseen")
-#: Environment variable pointing at an upstream ``json_2.1.1`` folder (used when set).
+#: Environment variable of upstream's data folder (``$ALFWORLD_DATA/json_2.1.1/<split>``).
 DATA_DIR_ENV = "ALFWORLD_DATA"
 _GOAL_PLACEHOLDER = "UNKNOWN GOAL"
 _DATA_PACKAGE = "agentgym_budget.envs.alfworld"
@@ -186,16 +186,35 @@ def load_games(
 ) -> list[AlfredGame]:
     """The games of ``split``, filtered to ``task_types`` (names or ids 1..6; ``None`` = all).
 
-    Without ``data_dir`` (and without the ``ALFWORLD_DATA`` environment variable) the games
-    come from the bundled generated splits.  With it, they are read from an upstream
-    ``json_2.1.1`` folder (see :func:`load_upstream_games`).
+    ``data_dir`` is upstream's data folder (the one ``alfworld-download`` fills, holding
+    ``json_2.1.1/<split>``) or a ``json_2.1.1`` folder itself; the games are then read with
+    :func:`load_upstream_games`.  Without ``data_dir``, the ``ALFWORLD_DATA`` environment
+    variable is used when it points at such data; otherwise the bundled generated games are
+    used.  (Importing ``alfworld`` sets ``ALFWORLD_DATA`` to ``~/.cache/alfworld`` even when
+    nothing was downloaded, so an empty folder there means: bundled games.)
     """
     _check_split(split)
     names = resolve_task_types(task_types)
-    data_dir = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV) or None
     if data_dir is not None:
-        return load_upstream_games(Path(data_dir) / split, split=split, task_types=names)
+        split_dir = _upstream_split_dir(Path(data_dir), split)
+        if split_dir is None:
+            raise FileNotFoundError(
+                f"no ALFWorld split {split!r} under {str(data_dir)!r}: data_dir must be upstream's data folder "
+                f"(holding json_2.1.1/{split}) or a json_2.1.1 folder (holding {split})"
+            )
+        return load_upstream_games(split_dir, split=split, task_types=names)
+    env_dir = os.environ.get(DATA_DIR_ENV)
+    split_dir = _upstream_split_dir(Path(env_dir), split) if env_dir else None
+    if split_dir is not None:
+        return load_upstream_games(split_dir, split=split, task_types=names)
     return [game for game in _bundled_split(split) if game.task_type in names]
+
+
+def _upstream_split_dir(root: Path, split: str) -> Path | None:
+    for candidate in (root / "json_2.1.1" / split, root / split):
+        if candidate.is_dir():
+            return candidate
+    return None
 
 
 def load_upstream_games(
