@@ -1,0 +1,95 @@
+"""Steps/s of ALFWorld's real engine: upstream's stack raw vs through ``ALFWorldEnv(engine="textworld")``.
+
+"Raw" is what upstream ``AlfredTWEnv`` runs per game: ``textworld.start`` on a ``game.tw-pddl``
+file with ``AlfredDemangler`` + ``AlfredInfos``, asking for ``won`` and ``admissible_commands``
+(no gym batching layer).  "Ours" is ``ALFWorldEnv`` on the same engine, which adds the
+handcoded expert's action and the info dict every step.  Both play the same games with the
+same commands (each game's walkthrough, padded with ``look``), alternating game by game so
+that machine load hits both alike.  Target: ours/raw >= 0.9 for steps/s.
+
+Usage (needs the ``alfworld`` extra)::
+
+    python benchmarks/alfworld_real_engine.py --games 4 --steps 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from agentgym_budget.envs.alfworld.env import ALFWorldEnv
+from agentgym_budget.envs.alfworld.game import AlfredGame, load_games
+
+
+def commands_for(game: AlfredGame, steps: int) -> list[str]:
+    walkthrough = list(game.walkthrough or [])[: steps - 1]
+    return walkthrough[:-1] + ["look"] * (steps - len(walkthrough[:-1]))  # never the winning move
+
+
+def raw_episode(game: AlfredGame, commands: list[str], folder: Path) -> tuple[float, float]:
+    """(reset seconds, step seconds) on upstream's stack."""
+    import textworld
+    from alfworld.agents.environment.alfred_tw_env import AlfredDemangler, AlfredInfos
+
+    path = folder / "game.tw-pddl"
+    path.write_text(json.dumps(game.to_tw_pddl()))
+    infos = textworld.EnvInfos(won=True, admissible_commands=True, extras=["gamefile"])
+    start = time.perf_counter()
+    env = textworld.start(str(path), infos, wrappers=[AlfredDemangler(shuffle=False), AlfredInfos])
+    env.reset()
+    reset_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for command in commands:
+        env.step(command)
+    step_s = time.perf_counter() - start
+    env.close()
+    return reset_s, step_s
+
+
+def our_episode(env: ALFWorldEnv, index: int, commands: list[str]) -> tuple[float, float]:
+    """(reset seconds, step seconds) through ALFWorldEnv; a fresh game each time, as above."""
+    env.engine._game = None  # force a reload, like the raw side  # noqa: SLF001
+    start = time.perf_counter()
+    env.reset(options={"task": index})
+    reset_s = time.perf_counter() - start
+    start = time.perf_counter()
+    for command in commands:
+        env.step(command)
+    step_s = time.perf_counter() - start
+    return reset_s, step_s
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--split", default="valid_seen")
+    parser.add_argument("--games", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=20)
+    args = parser.parse_args()
+    env = ALFWorldEnv(split=args.split, engine="textworld")
+    # The smallest games: Fast Downward's translation dominates resets of big kitchens.
+    indices = sorted(range(len(env.games)), key=lambda i: len(env.games[i].pddl_problem))[: args.games]
+    totals = {"raw": [0.0, 0.0], "ours": [0.0, 0.0]}
+    with tempfile.TemporaryDirectory() as folder:
+        for index in indices:
+            commands = commands_for(env.games[index], args.steps)
+            for side, (reset_s, step_s) in (
+                ("raw", raw_episode(env.games[index], commands, Path(folder))),
+                ("ours", our_episode(env, index, commands)),
+            ):
+                totals[side][0] += reset_s
+                totals[side][1] += step_s
+    n_steps = len(indices) * args.steps
+    print(f"ALFWorld real engine, {len(indices)} games x {args.steps} steps ({args.split})")
+    print(f"{'':>6} {'reset s/game':>13} {'steps/s':>9}")
+    for side, (reset_s, step_s) in totals.items():
+        print(f"{side:>6} {reset_s / len(indices):>13.2f} {n_steps / step_s:>9.2f}")
+    ratio = (n_steps / totals["ours"][1]) / (n_steps / totals["raw"][1])
+    print(f"ours/raw steps/s ratio: {ratio:.2f} (target >= 0.9)")
+    env.close()
+
+
+if __name__ == "__main__":
+    main()
