@@ -203,5 +203,8 @@ class ScienceWorldEnv(TextEnv):
     def close(self) -> None:
         if getattr(self, "_sim", None) is not None:
             self._sim.close()
+            # scienceworld's __del__ calls close() again, which writes to the dead JVM's pipe
+            # (BrokenPipeError, printed as "Exception ignored"): make that second call a no-op.
+            self._sim.close = lambda: None
             self._sim = None
         super().close()

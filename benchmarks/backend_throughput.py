@@ -1,0 +1,188 @@
+"""Steps/s of each real-engine backend: the raw engine vs our Gymnasium env, side by side.
+
+For each backend the same action sequence (recorded once from our env: admissible commands
+drawn by a seeded RNG, every fifth action an unknown verb, resets where episodes end) is
+replayed on
+
+* the raw engine: ``textworld.start(game, request_infos=<the same EnvInfos>)`` stepped
+  directly, or ``scienceworld.ScienceWorldEnv`` (``load`` + ``reset`` + ``step``);
+* our env: ``TextWorldChallengeEnv`` / ``ScienceWorldEnv`` (``expert=False``, as the raw
+  engine computes no gold path).
+
+Only ``step`` calls are timed; rounds alternate raw / ours so machine load hits both alike,
+and the median round (after one warm-up round each) is reported.  Target: ours / raw >= 0.9.
+On a loaded machine that ratio is noisy; the last column, the fraction of our steps' time
+spent inside the engine's own ``step`` (measured on the same calls), is not: ``1 - share``
+is all our env adds.
+
+Run:  python benchmarks/backend_throughput.py [--steps 200] [--rounds 5] [--sw-steps 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from agentgym_budget._optional import is_installed
+
+RESET = None  # marks an episode boundary in a recorded action sequence
+
+
+def record_actions(env: Any, n_steps: int, seed: int = 0, reset_options: dict | None = None) -> list[str | None]:
+    """A replayable action sequence from ``env`` (RESET where an episode ended)."""
+    rng = np.random.default_rng(seed)
+    _, info = env.reset(seed=seed, options=reset_options)
+    actions: list[str | None] = []
+    while len(actions) < n_steps:
+        commands = info["admissible_commands"]
+        action = "xyzzy" if len(actions) % 5 == 4 else commands[int(rng.integers(len(commands)))]
+        actions.append(action)
+        _, _, terminated, _, info = env.step(action)
+        if terminated:
+            actions.append(RESET)
+            _, info = env.reset(options=reset_options)
+    return actions
+
+
+class EngineClock:
+    """Wraps an engine object's ``step`` and adds up the time spent inside it while active
+    (i.e. during our timed steps, not during resets, which may step the engine too)."""
+
+    def __init__(self, engine: Any) -> None:
+        self.seconds = 0.0
+        self.active = False
+        inner = engine.step
+
+        def step(*args: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return inner(*args)
+            finally:
+                if self.active:
+                    self.seconds += time.perf_counter() - start
+
+        engine.step = step
+
+
+def timed_replay(
+    reset: Callable[[], Any], step: Callable[[str], Any], actions: list[str | None], clock: EngineClock | None = None
+) -> float:
+    """Steps per second of ``step`` over ``actions`` (resets not timed)."""
+    reset()
+    elapsed, steps = 0.0, 0
+    for action in actions:
+        if action is RESET:
+            reset()
+            continue
+        if clock is not None:
+            clock.active = True
+        start = time.perf_counter()
+        step(action)
+        elapsed += time.perf_counter() - start
+        if clock is not None:
+            clock.active = False
+        steps += 1
+    return steps / elapsed
+
+
+def compare(name: str, raw: tuple[Callable, Callable], ours: tuple[Callable, Callable], actions, rounds: int,
+            engine_of_ours: Callable[[], Any]) -> None:  # fmt: skip
+    """Print raw and our steps/s, their ratio, and the engine's share of the time of our steps.
+
+    The share is measured on the very same calls, so unlike the ratio of two runs it does not
+    move with machine load: ``1 - share`` is our env's own overhead.
+    """
+    raw_rates, our_rates = [], []
+    timed_replay(*raw, actions)  # warm-up (JIT, caches), not counted
+    timed_replay(*ours, actions)
+    clock = EngineClock(engine_of_ours())
+    our_seconds = 0.0
+    steps = sum(a is not RESET for a in actions)
+    for _ in range(rounds):
+        raw_rates.append(timed_replay(*raw, actions))
+        our_rates.append(timed_replay(*ours, actions, clock))
+        our_seconds += steps / our_rates[-1]
+    raw_rate, our_rate = statistics.median(raw_rates), statistics.median(our_rates)
+    share = clock.seconds / our_seconds
+    print(f"{name:<28} {steps:>6} {raw_rate:>12.1f} {our_rate:>12.1f} {our_rate / raw_rate:>9.3f} {share:>13.4f}", flush=True)
+
+
+def bench_textworld(challenge: str, n_steps: int, rounds: int) -> None:
+    import textworld
+
+    from agentgym_budget.envs.textworld.env import TextWorldChallengeEnv, request_infos
+
+    ours = TextWorldChallengeEnv(challenge)
+    game = ours.unwrapped._game(0)
+    actions = record_actions(ours, n_steps, reset_options={"task": 0})
+    raw = textworld.start(str(game), request_infos=request_infos())
+    try:
+        compare(
+            f"TextWorld {challenge}",
+            (raw.reset, raw.step),
+            (lambda: ours.reset(options={"task": 0}), ours.step),
+            actions,
+            rounds,
+            engine_of_ours=lambda: ours._engine,  # the same game (task 0) keeps the same engine
+        )
+    finally:
+        raw.close()
+        ours.close()
+
+
+def bench_scienceworld(task: str, variation: int, n_steps: int, rounds: int) -> None:
+    import sys
+
+    import scienceworld
+
+    from agentgym_budget.envs.scienceworld.env import ScienceWorldEnv
+
+    options = {"task": task, "variation": variation}
+    ours = ScienceWorldEnv(expert=False)
+    actions = record_actions(ours, n_steps, reset_options=options)
+    raw = scienceworld.ScienceWorldEnv("", envStepLimit=sys.maxsize)
+
+    def raw_reset() -> None:
+        raw.load(task, variation, "")
+        raw.reset()
+
+    try:
+        compare(
+            f"ScienceWorld {task}/{variation}",
+            (raw_reset, raw.step),
+            (lambda: ours.reset(options=options), ours.step),
+            actions,
+            rounds,
+            engine_of_ours=lambda: ours._sim,
+        )
+    finally:
+        raw.close()
+        raw.close = lambda: None  # its __del__ would close again and hit the closed pipe
+        ours.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--steps", type=int, default=200, help="steps per round (TextWorld)")
+    parser.add_argument("--sw-steps", type=int, default=40, help="steps per round (ScienceWorld: ~0.1 s/step)")
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    print(f"{'backend':<28} {'steps':>6} {'raw steps/s':>12} {'ours steps/s':>12} {'ours/raw':>9} {'engine share':>13}")
+    if is_installed("textworld"):
+        for challenge in ("cooking", "coin_collector", "treasure_hunter"):
+            bench_textworld(challenge, args.steps, args.rounds)
+    else:
+        print("TextWorld: skipped (pip install 'agentgym-budget[textworld]')")
+    if is_installed("scienceworld"):
+        bench_scienceworld("boil", 0, args.sw_steps, max(1, args.rounds // 2))
+    else:
+        print("ScienceWorld: skipped (pip install 'agentgym-budget[scienceworld]')")
+
+
+if __name__ == "__main__":
+    main()
