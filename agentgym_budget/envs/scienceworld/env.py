@@ -20,6 +20,15 @@ Semantics (where they differ from ``scienceworld.ScienceWorldEnv``):
   cached per (task, variation, simplifications);
 * the first observation is the task description followed by ``look around``'s answer.
 
+Determinism: the seed fixes the (task, variation), ScienceWorld rebuilds that world
+identically, and unambiguous commands have the same outcomes.  Two things inside the
+simulator depend on the JVM's history instead (Java identity hash order), so they can differ
+between two episodes of the same variation: the referent names in the valid-action list
+(e.g. ``book (Beowulf)`` vs ``book in shelf``), and the order of the choices in an
+"Ambiguous request: Please enter the number ..." prompt.  Replaying actions by index into
+``admissible_commands``, or answering those prompts by number, is therefore not reproducible;
+only a fresh JVM per episode would make it so.
+
 Task selection: ``task=`` a name (``"boil"``), a ScienceWorld task id (``"1-1"``) or an index
 into :attr:`task_names`, or ``None`` for every task; ``variation=`` an index, or ``None`` to
 draw one of the ``split``'s variations (ScienceWorld's own train / dev / test split).  Draws
