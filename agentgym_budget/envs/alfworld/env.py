@@ -67,7 +67,7 @@ class ALFWorldEnv(TextEnv):
         self,
         split: str = "train",
         task_types: Iterable[int | str] | None = None,
-        engine: str | AlfredEngine = "textworld",
+        engine: str | AlfredEngine = "fast",
         data_dir: str | os.PathLike[str] | None = None,
         expert_plan_horizon: int = 1,
         render_mode: str | None = None,
