@@ -55,8 +55,8 @@ class ALFWorldEnv(TextEnv):
         split: ``"train"``, ``"valid_seen"`` (in-distribution eval) or ``"valid_unseen"``
             (held-out rooms).
         task_types: task type names or upstream ids 1..6 (``None`` = all six).
-        engine: ``"textworld"`` (the real engine, extra ``alfworld``) or ``"fast"`` (pure Python,
-            step-for-step identical), or an engine object.
+        engine: ``"fast"`` (pure Python, step-for-step identical to the real engine) or
+            ``"textworld"`` (the real engine, extra ``alfworld``), or an engine object.
         data_dir: an upstream ``json_2.1.1`` folder to play instead of the bundled games
             (default: the ``ALFWORLD_DATA`` environment variable, else the bundled games).
         expert_plan_horizon: length of ``info["expert_plan"]`` when the engine can be copied.
