@@ -80,6 +80,21 @@ def test_invalid_actions_are_answered_in_game(env):
 
 
 @needs_scienceworld
+def test_random_episode_does_not_crash(env):
+    _, info = env.reset(seed=0, options={"variation": 0})
+    rng = np.random.default_rng(0)
+    env.action_space.seed(0)
+    for turn in range(15):
+        commands = info["admissible_commands"]
+        action = env.action_space.sample() if turn % 4 == 3 else commands[int(rng.integers(len(commands)))]
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert env.observation_space.contains(obs) and -1.0 <= reward <= 1.0 and not truncated
+        if terminated:
+            assert info["won"] != info["lost"]
+            break
+
+
+@needs_scienceworld
 def test_same_seed_same_episode(env):
     """The seed fixes the task variation and, for unambiguous commands, every outcome.
 
