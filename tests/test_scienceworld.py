@@ -123,6 +123,11 @@ def test_task_selection_and_errors(env):
     assert env.variations("boil", "train") == list(range(14))
     assert env.variations("boil", "dev") == list(range(14, 21))
     assert env.variations("boil", "test") == list(range(21, 30))
+    sim = env._sim
+    for task in ("boil", "find-living-thing", "chemistry-mix", "lifespan-longest-lived"):
+        sim.load(task, 0, "")  # the simulator reports the split of the loaded task only
+        expected = [list(sim.get_variations_train()), list(sim.get_variations_dev()), list(sim.get_variations_test())]
+        assert [env.variations(task, split) for split in ("train", "dev", "test")] == expected
     _, info = env.reset(options={"task": "boil", "variation": 3})
     assert info["task_id"] == "boil/3" and info["task"].startswith("Your task is to boil")
     with pytest.raises(ValueError, match="unknown ScienceWorld task"):

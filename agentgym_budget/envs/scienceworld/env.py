@@ -54,13 +54,29 @@ from typing import Any
 from agentgym_budget._optional import require
 from agentgym_budget.envs.base import TextEnv
 
-__all__ = ["SPLITS", "ScienceWorldEnv"]
+__all__ = ["SPLITS", "ScienceWorldEnv", "split_variations"]
 
 #: ScienceWorld's variation splits.
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
 
 _EXTRA = "scienceworld"
 _TASK_PREFIX = "Task Description:"
+
+
+def split_variations(n_variations: int) -> tuple[list[int], list[int], list[int]]:
+    """ScienceWorld's (train, dev, test) variation indices for a task with ``n_variations``.
+
+    The simulator's own rule (``PythonInterface.getSets``): about 50 / 25 / 25 % in index
+    order, with special cases below 5 variations.  Computed here because the simulator only
+    answers for the task currently loaded, and loading one would replace the running episode
+    (a test checks this against the simulator).
+    """
+    special = {0: ([], [], []), 1: ([0], [], [0]), 2: ([0], [], [1]), 3: ([0], [1], [2]), 4: ([0, 1], [2], [3])}
+    if n_variations in special:
+        return special[n_variations]
+    size = n_variations // 4
+    groups = [list(range(start, min(start + size, n_variations))) for start in range(0, n_variations, size)]
+    return groups[0] + groups[1], groups[2], groups[3] + (groups[4] if len(groups) > 4 else [])
 
 
 class ScienceWorldEnv(TextEnv):
@@ -98,7 +114,7 @@ class ScienceWorldEnv(TextEnv):
         self.split = split
         self.simplifications = simplifications
         self.expert = expert
-        self._split_variations: dict[str, list[int]] = {}
+        self._split_variations: dict[str, tuple[list[int], list[int], list[int]]] = {}
         self._gold_paths: dict[tuple[str, int, str], list[str]] = {}
         self._episode: tuple[str, int] = ("", 0)
         self._task_description = ""
@@ -135,16 +151,10 @@ class ScienceWorldEnv(TextEnv):
         split = split or self.split
         if split not in SPLITS:
             raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
-        key = f"{task}/{split}"
-        if key not in self._split_variations:
-            self._sim.load(task, 0, self.simplifications)  # the split is read from the loaded task
-            for name, read in zip(
-                SPLITS,
-                (self._sim.get_variations_train, self._sim.get_variations_dev, self._sim.get_variations_test),
-                strict=True,
-            ):
-                self._split_variations[f"{task}/{name}"] = list(read())
-        return self._split_variations[key]
+        task = self._task_name(task)
+        if task not in self._split_variations:
+            self._split_variations[task] = split_variations(self._sim.get_max_variations(task))
+        return list(self._split_variations[task][SPLITS.index(split)])
 
     def _choose(self, options: dict[str, Any]) -> tuple[str, int]:
         task_option, variation_option = options.pop("task", None), options.pop("variation", None)
