@@ -37,7 +37,7 @@ def ray_instance():
     # actors can use Ray's prestarted workers.)
     old_path = os.environ.get("PYTHONPATH")
     os.environ["PYTHONPATH"] = os.pathsep.join([str(tests_dir.parent), str(tests_dir), old_path or ""])
-    ray.init(num_cpus=LOGICAL_CPUS, include_dashboard=False, log_to_driver=False)
+    ray.init(num_cpus=LOGICAL_CPUS, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20)
     yield ray
     ray.shutdown()
     if old_path is None:
