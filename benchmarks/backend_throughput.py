@@ -109,7 +109,8 @@ def compare(name: str, raw: tuple[Callable, Callable], ours: tuple[Callable, Cal
         our_seconds += steps / our_rates[-1]
     raw_rate, our_rate = statistics.median(raw_rates), statistics.median(our_rates)
     share = clock.seconds / our_seconds
-    print(f"{name:<28} {steps:>6} {raw_rate:>12.1f} {our_rate:>12.1f} {our_rate / raw_rate:>9.3f} {share:>13.4f}", flush=True)
+    ratio = our_rate / raw_rate
+    print(f"{name:<28} {steps:>6} {raw_rate:>12.1f} {our_rate:>12.1f} {ratio:>9.3f} {share:>13.4f}", flush=True)
 
 
 def bench_textworld(challenge: str, n_steps: int, rounds: int) -> None:

@@ -62,7 +62,9 @@ __all__ = ["TextWorldChallengeEnv", "TextWorldEnv"]
 _EXTRA = "textworld"
 _GAME_SUFFIXES = (".z8", ".ulx")
 _JERICHO_NOISE = "Unable to find valid actions in an unsupported game"
-_INFO_FIELDS = ("admissible_commands", "won", "lost", "policy_commands", "intermediate_reward", "objective", "score", "max_score")  # fmt: skip
+_INFO_FIELDS = (
+    "admissible_commands", "won", "lost", "policy_commands", "intermediate_reward", "objective", "score", "max_score",
+)  # fmt: skip
 
 
 def request_infos() -> Any:

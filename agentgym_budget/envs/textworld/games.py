@@ -84,7 +84,8 @@ def game_seed(split: str, index: int) -> int:
 def game_path(challenge: Challenge, settings: Mapping[str, Any], seed: int, cache_dir: Path | None = None) -> Path:
     """Where the compiled game for ``(challenge, settings, seed)`` lives in the cache."""
     root = Path(cache_dir) if cache_dir is not None else default_cache_dir()
-    return root / "textworld" / f"tw-{textworld_version()}" / challenge.name / settings_key(settings) / _file_name(challenge, seed)
+    folder = root / "textworld" / f"tw-{textworld_version()}" / challenge.name / settings_key(settings)
+    return folder / _file_name(challenge, seed)
 
 
 def _file_name(challenge: Challenge, seed: int) -> str:
@@ -168,7 +169,9 @@ def _generate(challenge: Challenge, settings: Mapping[str, Any], seed: int, path
     logger.info("generated %s in %.1f s", path, time.perf_counter() - started)
 
 
-def write_bundle(challenge: Challenge, settings: Mapping[str, Any], out_dir: Path, cache_dir: Path | None = None) -> Path:
+def write_bundle(
+    challenge: Challenge, settings: Mapping[str, Any], out_dir: Path, cache_dir: Path | None = None
+) -> Path:
     """Pack the games of :data:`BUNDLED_SEEDS` (generating them as needed) into ``out_dir``.
 
     This is how the archives in ``data/`` were made (with TextWorld
