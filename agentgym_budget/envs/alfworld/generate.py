@@ -462,7 +462,14 @@ def apply_checks(games_dir: Path, split: str, progress_files: Sequence[Path], se
     }
     manifest_path = out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
-    manifest.update({"generator_version": GENERATOR_VERSION, "seed": seed, "expert_max_turns": 50})
+    manifest.update({
+        "generator_version": GENERATOR_VERSION,
+        "seed": seed,
+        "expert_max_turns": 50,
+        "check": "the handcoded expert (expert.HandCodedExpert, seeded from the game id) played as an agent "
+        "following info['expert_action'] (first action 'look'); a game is kept if it won within "
+        "expert_max_turns on every engine that checked it",
+    })
     manifest.pop("max_turns", None)
     manifest.setdefault("splits", {})[split] = summary
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
