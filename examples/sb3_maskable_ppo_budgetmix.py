@@ -13,7 +13,7 @@ Pipeline (each piece is the library's own):
     plots      agentgym_budget.eval.plots                         (heatmaps, fixed vs mix, diff)
 
 Run (the full run reported in docs/integrations.md):
-    python examples/sb3_maskable_ppo_budgetmix.py --total-timesteps 100000
+    python examples/sb3_maskable_ppo_budgetmix.py --total-timesteps 80000 --seed 0
 A smoke run (what the CI test does):
     python examples/sb3_maskable_ppo_budgetmix.py --total-timesteps 1024 --eval-tasks 2 --attempts 2
 
@@ -48,7 +48,7 @@ class Args:
     games: int = 4  # train and evaluate on the first N games of the split (0: all)
     fixed_budget: int = 10  # the fixed-T baseline
     mix_budget: str = "mix:5,10,20,50"  # BudgetMix
-    total_timesteps: int = 100_000  # per training run
+    total_timesteps: int = 80_000  # per training run
     n_envs: int = 8
     vec_env: str = "dummy"  # "dummy" (one process) or "subproc" (one process per env)
     max_actions: int = 48
