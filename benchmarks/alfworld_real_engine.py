@@ -5,7 +5,9 @@ file with ``AlfredDemangler`` + ``AlfredInfos``, asking for ``won`` and ``admiss
 (no gym batching layer).  "Ours" is ``ALFWorldEnv`` on the same engine, which adds the
 handcoded expert's action and the info dict every step.  Both play the same games with the
 same commands (each game's walkthrough, padded with ``look``), alternating game by game so
-that machine load hits both alike.  Target: ours/raw >= 0.9 for steps/s.
+that machine load hits both alike.  Target: ours/raw >= 0.9 for steps/s.  On a loaded
+machine the side-by-side ratio is noisy; the engine's share of our step time (measured in
+the same steps) is the load-robust figure for our overhead.
 
 Usage (needs the ``alfworld`` extra)::
 
@@ -49,6 +51,22 @@ def raw_episode(game: AlfredGame, commands: list[str], folder: Path) -> tuple[fl
     return reset_s, step_s
 
 
+class TimedEngine:
+    """Wraps the env's engine to add up the seconds spent inside ``engine.step``."""
+
+    def __init__(self, engine) -> None:
+        self.engine, self.step_s = engine, 0.0
+
+    def __getattr__(self, name: str):
+        return getattr(self.engine, name)
+
+    def step(self, command: str):
+        start = time.perf_counter()
+        result = self.engine.step(command)
+        self.step_s += time.perf_counter() - start
+        return result
+
+
 def our_episode(env: ALFWorldEnv, index: int, commands: list[str]) -> tuple[float, float]:
     """(reset seconds, step seconds) through ALFWorldEnv; a fresh game each time, as above."""
     env.engine.close()  # forget the loaded game: the next reset loads it again, like the raw side
@@ -69,6 +87,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
     env = ALFWorldEnv(split=args.split, engine="textworld")
+    env.engine = timed = TimedEngine(env.engine)
     # The smallest games: Fast Downward's translation dominates resets of big kitchens.
     indices = sorted(range(len(env.games)), key=lambda i: len(env.games[i].pddl_problem))[: args.games]
     totals = {"raw": [0.0, 0.0], "ours": [0.0, 0.0]}
@@ -87,7 +106,9 @@ def main() -> None:
     for side, (reset_s, step_s) in totals.items():
         print(f"{side:>6} {reset_s / len(indices):>13.2f} {n_steps / step_s:>9.2f}")
     ratio = (n_steps / totals["ours"][1]) / (n_steps / totals["raw"][1])
-    print(f"ours/raw steps/s ratio: {ratio:.2f} (target >= 0.9)")
+    print(f"ours/raw steps/s ratio: {ratio:.2f} (target >= 0.9; noisy when the machine is loaded)")
+    # Load-robust: within our own steps, the share of time spent in the engine (1.0 = no overhead).
+    print(f"engine share of our step time: {timed.step_s / totals['ours'][1]:.3f} (the ratio without load noise)")
     env.close()
 
 
