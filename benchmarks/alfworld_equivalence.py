@@ -12,6 +12,7 @@ background for big runs.
 
 Run (needs the ``alfworld`` extra):
     python benchmarks/alfworld_equivalence.py --time-limit 600                 # ten minutes
+    python benchmarks/alfworld_equivalence.py --train 800 --fuzz 200 --workers 16   # ~150k steps, ~20 min on 16 idle cores
     nohup python benchmarks/alfworld_equivalence.py --train 500 --fuzz 500 --episodes 3 > eq.log &
     python benchmarks/alfworld_equivalence.py --fuzz 4 --steps 40 --golden tests/data/alfworld_fast_golden.json.gz
 """
@@ -38,6 +39,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steps", type=int, default=60, help="commands per episode")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=None, help="stop starting new episodes after this many seconds")
+    parser.add_argument("--workers", type=int, default=1, help="processes (each runs both engines on a share of the games)")
     parser.add_argument("--progress", type=float, default=60.0, help="seconds between progress lines")
     parser.add_argument("--report", type=Path, default=None, help="write a JSON summary here")
     parser.add_argument("--golden", type=Path, default=None, help="write the reference transcripts here (.json.gz)")
@@ -59,28 +61,23 @@ def _games(args: argparse.Namespace) -> list:
     return games
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _arguments(argv)  # before textworld: fast_downward.pddl2sas overwrites sys.argv
+def _run_shard(args: argparse.Namespace, games: list, shard: int) -> dict:
+    """Compare the engines on ``games`` (one process); returns counts, mismatches, transcripts."""
     from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
     from agentgym_budget.envs.alfworld.fast.differential import MODES, compare_episode
     from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine
 
-    games = _games(args)
     reference, candidate = TextWorldAlfredEngine(), FastAlfredEngine()
-    rng = random.Random(args.seed)
+    rng = random.Random(f"{args.seed}-{shard}")
     start = time.perf_counter()
-    steps = episodes = reference_errors = 0
-    mismatches: list[str] = []
-    per_split: dict[str, int] = {}
-    golden: list[dict] = []
-    print(f"{len(games)} games x {args.episodes} episodes x <= {args.steps} commands", flush=True)
-    stopped = False
+    out: dict = {"steps": 0, "episodes": 0, "reference_errors": 0, "mismatches": [], "per_split": {},
+                 "games": 0, "stopped": False, "golden": []}
     last_progress = 0.0
-    games_played: set[int] = set()
     for game_index, game in enumerate(games):
+        played = False
         for episode in range(args.episodes):
             if args.time_limit is not None and time.perf_counter() - start > args.time_limit:
-                stopped = True
+                out["stopped"] = True
                 break
             mode = MODES[(game_index + episode) % len(MODES)]
             try:
@@ -89,35 +86,57 @@ def main(argv: list[str] | None = None) -> int:
                     record=args.golden is not None,
                 )
             except Exception as error:  # the real engine fails on some games (e.g. KeyError 'val1')
-                reference_errors += 1
-                print(f"reference error on {game.id}: {error!r}", flush=True)
+                out["reference_errors"] += 1
+                print(f"[shard {shard}] reference error on {game.id}: {error!r}", flush=True)
                 reference = TextWorldAlfredEngine()
                 continue
-            episodes += 1
-            games_played.add(game_index)
-            steps += report.steps
-            per_split[game.split] = per_split.get(game.split, 0) + report.steps
+            played = True
+            out["episodes"] += 1
+            out["steps"] += report.steps
+            out["per_split"][game.split] = out["per_split"].get(game.split, 0) + report.steps
             for mismatch in report.mismatches:
-                mismatches.append(str(mismatch))
-                print(f"MISMATCH {mismatch}", flush=True)
+                out["mismatches"].append(str(mismatch))
+                print(f"[shard {shard}] MISMATCH {mismatch}", flush=True)
             if args.golden is not None:
-                golden.append({"game": game.to_record(), "mode": mode, "transcript": report.transcript})
-        if stopped:
+                out["golden"].append({"game": game.to_record(), "mode": mode, "transcript": report.transcript})
+        out["games"] += played
+        if out["stopped"]:
             break
         if time.perf_counter() - start - last_progress > args.progress:
             last_progress = elapsed = time.perf_counter() - start
-            print(f"[{elapsed:7.0f}s] games {len(games_played)}/{len(games)}  episodes {episodes}  steps {steps}  "
-                  f"mismatches {len(mismatches)}", flush=True)
-    elapsed = time.perf_counter() - start
+            print(f"[shard {shard} {elapsed:7.0f}s] games {out['games']}/{len(games)}  episodes {out['episodes']}  "
+                  f"steps {out['steps']}  mismatches {len(out['mismatches'])}", flush=True)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)  # before textworld: fast_downward.pddl2sas overwrites sys.argv
+    games = _games(args)
+    print(f"{len(games)} games x {args.episodes} episodes x <= {args.steps} commands, {args.workers} worker(s)",
+          flush=True)
+    start = time.perf_counter()
+    shards = [games[i :: args.workers] for i in range(args.workers)]
+    if args.workers == 1:
+        results = [_run_shard(args, games, 0)]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(args.workers) as pool:
+            results = list(pool.map(_run_shard, [args] * args.workers, shards, range(args.workers)))
+    per_split: dict[str, int] = {}
+    for result in results:
+        for split, count in result["per_split"].items():
+            per_split[split] = per_split.get(split, 0) + count
+    mismatches = [m for result in results for m in result["mismatches"]]
     summary = {
-        "games": len(games_played),
-        "episodes": episodes,
-        "steps_compared": steps,
+        "games": sum(r["games"] for r in results),
+        "episodes": sum(r["episodes"] for r in results),
+        "steps_compared": sum(r["steps"] for r in results),
         "steps_by_split": per_split,
         "mismatches": len(mismatches),
-        "reference_errors": reference_errors,
-        "seconds": round(elapsed, 1),
-        "stopped_by_time_limit": stopped,
+        "reference_errors": sum(r["reference_errors"] for r in results),
+        "seconds": round(time.perf_counter() - start, 1),
+        "stopped_by_time_limit": any(r["stopped"] for r in results),
     }
     print(json.dumps(summary, indent=2), flush=True)
     if args.report is not None:
@@ -125,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.golden is not None:
         args.golden.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(args.golden, "wt", encoding="utf-8") as handle:
-            json.dump(golden, handle)
+            json.dump([g for r in results for g in r["golden"]], handle)
     return 1 if mismatches else 0
 
 
