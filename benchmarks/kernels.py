@@ -5,10 +5,14 @@ Every (device, variant) runs in a fresh subprocess, so one variant's allocations
 compiled code never flatter another's.  What is measured, per variant, is one forward +
 backward of ``logp`` and ``entropy`` (upstream gradients random):
 
-* time: median over ``--repeats`` timed runs after one warm-up run (which also compiles);
-* peak memory on CPU: the process's peak resident set size (``ru_maxrss``) minus its RSS
-  right after the inputs were built — what the computation itself touched, weight gradient
-  included;  on CUDA: ``torch.cuda.max_memory_allocated`` minus the inputs' bytes.
+* time: median over ``--repeats`` timed runs; the compiled variant (and, with
+  ``--warmup-eager``, every variant) first runs once untimed, which compiles;
+* peak memory on CPU: after the warm-up, the process's peak RSS is reset
+  (``/proc/self/clear_refs``); the figure is the peak RSS of the timed runs (``VmHWM``) minus
+  the RSS at that moment — what the computation itself touched (logits buffers, the weight
+  gradient), not the inputs, not the compiler.  (``tracemalloc`` does not see torch's
+  allocations, hence RSS.)  On CUDA: ``torch.cuda.max_memory_allocated`` minus what was
+  allocated before the timed runs.
 
 Run:
     python benchmarks/kernels.py                       # full shape, CPU (+ CUDA if present)
@@ -20,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -32,12 +35,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 VARIANTS = ("naive", "fused", "fused+compile")
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+def _status_bytes(field: str) -> int:
+    """``VmRSS`` / ``VmHWM`` (peak RSS) of this process from ``/proc/self/status``, in bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def measure(device: str, variant: str, tokens: int, hidden: int, vocab: int, chunk: int, repeats: int, dtype: str):
+def _reset_peak_rss() -> None:
+    """Reset ``VmHWM`` to the current RSS (Linux >= 4.0), so warm-up/compilation peaks are not counted."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def measure(device: str, variant: str, tokens: int, hidden: int, vocab: int, chunk: int, repeats: int, dtype: str,
+            warmup_eager: bool = False):
     """Run in a child process: time and peak memory of one variant."""
     import torch
 
@@ -62,13 +76,15 @@ def measure(device: str, variant: str, tokens: int, hidden: int, vocab: int, chu
         if device == "cuda":
             torch.cuda.synchronize()
 
-    step()  # warm-up (and compilation)
+    if variant == "fused+compile" or warmup_eager:
+        step()  # warm-up: compilation (eager runs have nothing to warm: their big buffers are fresh mmaps each run)
     sync()
     if device == "cuda":
         torch.cuda.reset_peak_memory_stats()
         base = torch.cuda.memory_allocated()
     else:
-        base = _rss_bytes()
+        _reset_peak_rss()
+        base = _status_bytes("VmRSS")
     times = []
     for _ in range(repeats):
         start = time.perf_counter()
@@ -78,14 +94,14 @@ def measure(device: str, variant: str, tokens: int, hidden: int, vocab: int, chu
     if device == "cuda":
         peak = torch.cuda.max_memory_allocated() - base
     else:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+        peak = _status_bytes("VmHWM") - base
     return {"time_s": statistics.median(times), "peak_bytes": peak}
 
 
 def _child(args: argparse.Namespace, device: str, variant: str) -> dict:
     cmd = [sys.executable, __file__, "--child", device, variant, "--tokens", str(args.tokens), "--hidden",
            str(args.hidden), "--vocab", str(args.vocab), "--chunk", str(args.chunk), "--repeats", str(args.repeats),
-           "--dtype", args.dtype]
+           "--dtype", args.dtype] + (["--warmup-eager"] if args.warmup_eager else [])
     out = subprocess.run(cmd, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
@@ -100,13 +116,14 @@ def main() -> None:
     parser.add_argument("--chunk", type=int, default=512)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--dtype", default="float32", help="input dtype (float32 on CPU; bfloat16 on CUDA is typical)")
+    parser.add_argument("--warmup-eager", action="store_true", help="also run the eager variants once untimed")
     parser.add_argument("--devices", default=None, help="comma list; default: cpu, plus cuda when available")
     parser.add_argument("--child", nargs=2, metavar=("DEVICE", "VARIANT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         device, variant = args.child
         print(json.dumps(measure(device, variant, args.tokens, args.hidden, args.vocab, args.chunk, args.repeats,
-                                 args.dtype)))
+                                 args.dtype, args.warmup_eager)))
         return
 
     import torch

@@ -40,9 +40,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="runs/learning_check")
     parser.add_argument("--updates", type=int, default=200)
-    parser.add_argument("--warmup-steps", type=int, default=100)
+    parser.add_argument("--warmup-steps", type=int, default=150)
     parser.add_argument("--budget", default="mix:2,3,4,6")
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=float, default=5e-4)
+    parser.add_argument("--kl", type=float, default=0.1, help="k3 KL to the warmed-up model (keeps the format)")
+    parser.add_argument("--tasks", type=int, default=4, help="tasks per update")
+    parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--eval-tasks", type=int, default=100)
     parser.add_argument("--eval-attempts", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
@@ -66,7 +69,8 @@ def main() -> None:
 
     config = TrainConfig(
         env_id="KeyDoor-v0", budget=args.budget, model=str(warm_path), output_dir=str(out / "run"), seed=args.seed,
-        total_updates=args.updates, tasks_per_update=8, group_size=4, max_new_tokens=16, learning_rate=args.lr,
+        total_updates=args.updates, tasks_per_update=args.tasks, group_size=args.group_size, max_new_tokens=12,
+        learning_rate=args.lr, kl_coef=args.kl,
         eval_every=50, eval_tasks=20, eval_attempts=2, eval_ks=(1, 2), eval_ts=(2, 4), save_every=50,
         torch_threads=1, progress_bar=False, tensorboard=False,
     )

@@ -100,27 +100,41 @@ def token_logprobs_reference(
     return token_logp, entropy
 
 
+def _chunk_logits(h: torch.Tensor, weight: torch.Tensor, temperature: float) -> torch.Tensor:
+    logits = _at_least_float32(h @ weight.T)  # [n, V]
+    return logits if temperature == 1.0 else logits.div_(temperature)
+
+
 def _chunk_forward(h: torch.Tensor, weight: torch.Tensor, t: torch.Tensor, temperature: float):
-    """One chunk: logits → (log p(target), entropy, logsumexp), all float32 ``[n]``."""
-    logits = _at_least_float32(h @ weight.T) / temperature  # [n, V]
-    lse = logits.logsumexp(-1)  # [n]
-    probs = (logits - lse[:, None]).exp()  # [n, V]
-    entropy = lse - (probs * logits).sum(-1)
-    return logits.gather(-1, t[:, None]).squeeze(-1) - lse, entropy, lse
+    """One chunk: logits → (log p(target), entropy, logsumexp), all ``[n]``.
+
+    Written with in-place ops and a batched dot product so that eagerly, too, only two
+    ``[n, V]`` buffers are live (log-probs and probs).
+    """
+    logprobs = _chunk_logits(h, weight, temperature)  # [n, V], logits for now
+    lse = logprobs.logsumexp(-1)  # [n]
+    logprobs.sub_(lse[:, None])  # now log p
+    probs = logprobs.exp()  # [n, V]
+    entropy = -torch.bmm(probs.unsqueeze(1), logprobs.unsqueeze(2)).view(-1)  # -sum p log p, no [n, V] product
+    return logprobs.gather(-1, t[:, None]).squeeze(-1), entropy, lse
 
 
 def _chunk_backward(h, weight, t, lse, entropy, grad_logp, grad_entropy, temperature: float):
     """Gradients of one chunk w.r.t. ``h`` and ``weight`` from recomputed logits.
 
-    With z the logits and p = softmax(z): d logp_t/dz = onehot(t) - p and
-    d entropy/dz = -p * (z - E_p[z]), where E_p[z] = lse - entropy (saved by the forward).
+    With z the logits, p = softmax(z) and H the entropy: d logp_t/dz = onehot(t) - p and
+    dH/dz = -p * (z - E_p[z]) = -p * (log p + H).  So
+    dL/dz = onehot(t) * g_logp - p * (g_logp + g_H * (log p + H)), divided by the temperature.
     """
-    logits = _at_least_float32(h @ weight.T) / temperature  # [n, V]
-    mean_logit = (lse - entropy)[:, None]  # E_p[z], [n, 1]
-    probs = (logits - lse[:, None]).exp()
-    grad_logits = -probs * (grad_logp[:, None] + grad_entropy[:, None] * (logits - mean_logit))
+    grad_logits = _chunk_logits(h, weight, temperature)  # [n, V], logits for now
+    grad_logits.sub_(lse[:, None])  # log p
+    probs = grad_logits.exp()  # [n, V]
+    # -(g_logp + g_H * (log p + H)) = (-g_H) * log p - (g_logp + g_H * H), in place
+    grad_logits.mul_(-grad_entropy[:, None]).sub_((grad_logp + grad_entropy * entropy)[:, None]).mul_(probs)
     grad_logits.scatter_add_(-1, t[:, None], grad_logp[:, None])
-    grad_logits = (grad_logits / temperature).to(h.dtype)  # [n, V]
+    if temperature != 1.0:
+        grad_logits.div_(temperature)
+    grad_logits = grad_logits.to(h.dtype)
     return grad_logits @ weight, grad_logits.T @ h  # [n, H], [V, H]
 
 
