@@ -9,11 +9,11 @@ replayed on
 * our env: ``TextWorldChallengeEnv`` / ``ScienceWorldEnv`` (``expert=False``, as the raw
   engine computes no gold path).
 
-Only ``step`` calls are timed; rounds alternate raw / ours so machine load hits both alike,
-and the median round (after one warm-up round each) is reported.  Target: ours / raw >= 0.9.
-On a loaded machine that ratio is noisy; the last column, the fraction of our steps' time
-spent inside the engine's own ``step`` (measured on the same calls), is not: ``1 - share``
-is all our env adds.
+Only ``step`` calls are timed.  The two envs replay the sequence in lockstep (each action on
+both, alternating which goes first) so machine load hits both alike, and the median of the
+rounds (after one warm-up round) is reported.  Target: ours / raw >= 0.9.
+The last column, the fraction of our steps' time spent inside the engine's own ``step``
+(measured on the same calls), shows what our env adds: ``1 - share``.
 
 Run:  python benchmarks/backend_throughput.py [--steps 200] [--rounds 5] [--sw-steps 40]
 """
@@ -69,46 +69,59 @@ class EngineClock:
         engine.step = step
 
 
-def timed_replay(
-    reset: Callable[[], Any], step: Callable[[str], Any], actions: list[str | None], clock: EngineClock | None = None
-) -> float:
-    """Steps per second of ``step`` over ``actions`` (resets not timed)."""
-    reset()
-    elapsed, steps = 0.0, 0
-    for action in actions:
+def lockstep_replay(
+    raw: tuple[Callable, Callable], ours: tuple[Callable, Callable], actions: list[str | None], clock: EngineClock
+) -> tuple[float, float]:
+    """Replay ``actions`` on both, step by step, alternating which goes first; returns the
+    seconds spent in raw steps and in our steps (resets are not timed)."""
+    (raw_reset, raw_step), (our_reset, our_step) = raw, ours
+    raw_reset()
+    our_reset()
+    raw_seconds = our_seconds = 0.0
+    for index, action in enumerate(actions):
         if action is RESET:
-            reset()
+            raw_reset()
+            our_reset()
             continue
-        if clock is not None:
-            clock.active = True
-        start = time.perf_counter()
-        step(action)
-        elapsed += time.perf_counter() - start
-        if clock is not None:
-            clock.active = False
-        steps += 1
-    return steps / elapsed
+        for which in ((0, 1) if index % 2 == 0 else (1, 0)):
+            start = time.perf_counter()
+            if which == 0:
+                raw_step(action)
+                raw_seconds += time.perf_counter() - start
+            else:
+                clock.active = True
+                our_step(action)
+                clock.active = False
+                our_seconds += time.perf_counter() - start
+    return raw_seconds, our_seconds
 
 
-def compare(name: str, raw: tuple[Callable, Callable], ours: tuple[Callable, Callable], actions, rounds: int,
-            engine_of_ours: Callable[[], Any]) -> None:  # fmt: skip
+def compare(
+    name: str,
+    raw: tuple[Callable, Callable],
+    ours: tuple[Callable, Callable],
+    actions: list[str | None],
+    rounds: int,
+    engine_of_ours: Callable[[], Any],
+) -> None:
     """Print raw and our steps/s, their ratio, and the engine's share of the time of our steps.
 
-    The share is measured on the very same calls, so unlike the ratio of two runs it does not
-    move with machine load: ``1 - share`` is our env's own overhead.
+    Both envs replay the actions in lockstep, so machine load hits them alike; the share is
+    measured on the very same calls as our steps: ``1 - share`` is our env's own overhead.
     """
-    raw_rates, our_rates = [], []
-    timed_replay(*raw, actions)  # warm-up (JIT, caches), not counted
-    timed_replay(*ours, actions)
-    clock = EngineClock(engine_of_ours())
-    our_seconds = 0.0
     steps = sum(a is not RESET for a in actions)
+    ours[0]()  # our env creates its engine on reset: wrap that engine's step
+    clock = EngineClock(engine_of_ours())
+    lockstep_replay(raw, ours, actions, clock)  # warm-up (JIT, caches), not counted
+    clock.seconds = 0.0
+    raw_rates, our_rates, our_total = [], [], 0.0
     for _ in range(rounds):
-        raw_rates.append(timed_replay(*raw, actions))
-        our_rates.append(timed_replay(*ours, actions, clock))
-        our_seconds += steps / our_rates[-1]
+        raw_seconds, our_seconds = lockstep_replay(raw, ours, actions, clock)
+        raw_rates.append(steps / raw_seconds)
+        our_rates.append(steps / our_seconds)
+        our_total += our_seconds
     raw_rate, our_rate = statistics.median(raw_rates), statistics.median(our_rates)
-    share = clock.seconds / our_seconds
+    share = clock.seconds / our_total
     ratio = our_rate / raw_rate
     print(f"{name:<28} {steps:>6} {raw_rate:>12.1f} {our_rate:>12.1f} {ratio:>9.3f} {share:>13.4f}", flush=True)
 
