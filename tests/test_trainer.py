@@ -169,3 +169,17 @@ def test_config_rejects_bad_values():
         TrainConfig(budget="sometimes")
     with pytest.raises(ValueError, match="loss_aggregation"):
         TrainConfig(loss_aggregation="sum")
+
+
+def test_cli_flags_map_onto_train_config():
+    import argparse
+
+    from agentgym_budget.train.config import add_config_arguments, config_from_arguments
+
+    parser = add_config_arguments(argparse.ArgumentParser())
+    args = parser.parse_args(["--env-id", "ALFWorld-v0", "--budget", "mix:10,20", "--eval-ks", "1,2", "--no-list-admissible",
+                              "--max-turns-shown", "none", "--env-kwargs", '{"engine": "fast"}', "--kl-coef", "0.01"])
+    config = config_from_arguments(args)
+    assert (config.env_id, config.budget, config.eval_ks, config.list_admissible) == ("ALFWorld-v0", "mix:10,20", (1, 2), False)
+    assert config.max_turns_shown is None and config.env_kwargs == {"engine": "fast"} and config.kl_coef == 0.01
+    assert config_from_arguments(parser.parse_args([])) == TrainConfig()
