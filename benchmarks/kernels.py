@@ -136,9 +136,10 @@ def main() -> None:
                                                                  "cuda" in devices else ""))
     print(f"{'device':<6} {'variant':<14} {'time (s)':>9} {'peak (GB)':>10} {'time/naive':>11} {'peak/naive':>11}")
     for device in devices:
-        rows = {variant: _child(args, device, variant) for variant in VARIANTS}
-        naive = rows["naive"]
-        for variant, row in rows.items():
+        naive: dict = {}
+        for variant in VARIANTS:  # one row as soon as its process ends
+            row = _child(args, device, variant)
+            naive = row if variant == "naive" else naive
             if "error" in row:
                 print(f"{device:<6} {variant:<14} failed: {row['error']}")
                 continue
