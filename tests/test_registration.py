@@ -14,6 +14,9 @@ from agentgym_budget._optional import MissingBackendError, require
 from agentgym_budget.envs.registration import FAMILIES, family_of
 
 ALL_IDS = [env_id for family in FAMILIES for env_id in family.ids]
+# ScienceWorld's defaults draw a new task per reset and compute its gold path (seconds each);
+# one fixed task without the expert checks the same API in a fraction of the time.
+QUICK_KWARGS = {"ScienceWorld": {"task": 0, "expert": False}}
 
 
 def _skip_if_missing(env_id: str) -> None:
@@ -25,7 +28,7 @@ def _skip_if_missing(env_id: str) -> None:
 @pytest.mark.parametrize("env_id", ALL_IDS)
 def test_check_env_on_every_registered_env(env_id):
     _skip_if_missing(env_id)
-    env = gym.make(env_id)
+    env = gym.make(env_id, **QUICK_KWARGS.get(family_of(env_id).name, {}))
     try:
         check_env(env.unwrapped, skip_render_check=True)
         obs, info = env.reset(seed=0)
@@ -40,7 +43,7 @@ def test_check_env_on_every_registered_env(env_id):
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_budget_ids_apply_turn_budget_with_passthrough_options(family):
     _skip_if_missing(family.ids[1])
-    env = gym.make(family.ids[1], budget=2, show_budget=True)
+    env = gym.make(family.ids[1], budget=2, show_budget=True, **QUICK_KWARGS.get(family.name, {}))
     try:
         obs, info = env.reset(seed=0)
         assert info["budget"] == 2 and obs.endswith("[Turns left: 2 of 2]")
