@@ -3,7 +3,7 @@
 Both engines get the same commands (expert trajectories, expert with random detours, random
 admissible and inadmissible strings); at every step the observation, the admissible commands
 (order included), ``won`` and the handcoded expert's next action must be identical.  The
-fast variant plays a few games (about 20 s); the ``slow`` one every bundled eval game.  The
+fast variant plays a few games (about 20 s); the ``long`` one (``pytest -m long``) every bundled eval game.  The
 full run is ``benchmarks/alfworld_equivalence.py``.
 """
 
@@ -60,7 +60,7 @@ def test_fast_engine_matches_the_real_one_on_a_sample(reference):
     assert _check(reference, games, steps=12, seed=0) == 13 * len(games)  # reset + 12 commands each
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_fast_engine_matches_the_real_one_on_every_eval_game(reference):
     games = _bundled("valid_seen") + _bundled("valid_unseen")
     games += [fuzz_game(random.Random(f"ci-slow-{i}"), index=i) for i in range(20)]
