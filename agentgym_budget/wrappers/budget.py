@@ -112,6 +112,10 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
             self.observation_space = self._shown_budget_space(env.observation_space)
 
         self.progress: float = 0.0
+        # Resolved once: step() is a hot path (a fast engine steps in tens of microseconds).
+        counted_in = self.schedule.unit if isinstance(self.schedule, CurriculumBudget) else None
+        self._counts_episodes, self._counts_steps = counted_in == "episodes", counted_in == "steps"
+        self._shown_texts: dict[tuple[int, int], str] = {}
         self._budget_rng: np.random.Generator = np.random.default_rng()
         self._budget: int = self.schedule.max_budget
         self._turn: int = 0
@@ -141,22 +145,19 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         self._budget = self._draw_budget(forced)
         self._turn = 0
         obs, info = self.env.reset(seed=seed, options=options or None)
-        if self._counts_in("episodes"):
+        if self._counts_episodes:
             self.progress += 1
         return self._observe(obs), self._annotate(info)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._turn += 1
-        if self._counts_in("steps"):
+        if self._counts_steps:
             self.progress += 1
         truncated = truncated or self._turn >= self._budget
         return self._observe(obs), reward, terminated, truncated, self._annotate(info)
 
     # -- helpers ------------------------------------------------------------------------
-    def _counts_in(self, unit: str) -> bool:
-        return isinstance(self.schedule, CurriculumBudget) and self.schedule.unit == unit
-
     def _draw_budget(self, forced: Any) -> int:
         if forced is None:
             return int(self.schedule.sample(self._budget_rng, self.progress))
@@ -167,13 +168,18 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
     def _annotate(self, info: dict[str, Any]) -> dict[str, Any]:
         info["budget"] = self._budget
         info["turn"] = self._turn
-        info["turns_left"] = self.turns_left
+        info["turns_left"] = self._budget - self._turn if self._turn < self._budget else 0
         return info
 
     def _observe(self, obs: Any) -> Any:
         if not self.show_budget:
             return obs
-        shown = self.budget_template.format(turns_left=self.turns_left, budget=self._budget, turn=self._turn)
+        key = (self._budget, self._turn)
+        shown = self._shown_texts.get(key)
+        if shown is None:  # a budget's texts are few: format each once
+            shown = self.budget_template.format(turns_left=self.turns_left, budget=self._budget, turn=self._turn)
+            if len(self._shown_texts) < 4096:
+                self._shown_texts[key] = shown
         return f"{shown}\n\n{obs}" if self.budget_position == "prefix" else f"{obs}\n\n{shown}"
 
     def _shown_budget_space(self, space: spaces.Space) -> spaces.Text:
