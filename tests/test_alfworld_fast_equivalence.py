@@ -77,3 +77,27 @@ def test_real_engine_fails_on_an_unreachable_goal_where_the_fast_engine_plays():
     with pytest.raises(KeyError, match="val1"):
         TextWorldAlfredEngine().reset(game)
     assert FastAlfredEngine().reset(game).won is False
+
+
+@pytest.mark.slow  # two real-engine episodes: ~10 s
+def test_memoized_parsers_leave_the_real_engine_output_unchanged(monkeypatch):
+    """``memoize_textworld_parsers`` (the equivalence benchmark's speed-up) must not change a single step."""
+    import importlib
+
+    from agentgym_budget.envs.alfworld import textworld_engine
+
+    for module in map(importlib.import_module, textworld_engine._PARSER_MODULES):  # TextWorld's own parsers first
+        original = getattr(module._parse_and_convert, "__wrapped__", module._parse_and_convert)
+        monkeypatch.setattr(module, "_parse_and_convert", original)
+    game = fuzz_game(random.Random("memo"), index=0)
+    transcripts = []
+    for memoized in (False, True):
+        if memoized:
+            textworld_engine.memoize_textworld_parsers()
+            assert all(getattr(importlib.import_module(name)._parse_and_convert, "_agentgym_memoized", False)
+                       for name in textworld_engine._PARSER_MODULES)
+        report = compare_episode(textworld_engine.TextWorldAlfredEngine(), FastAlfredEngine(), game,
+                                 random.Random(3), steps=25, mode="noisy_expert", record=True)
+        assert not report.mismatches, str(report.mismatches[0])
+        transcripts.append(report.transcript)
+    assert len(transcripts[0]) == 26 and transcripts[0] == transcripts[1]

@@ -17,9 +17,9 @@ the re-run is the same episodes).
 
 Example (needs the ``llm`` and ``ray`` extras):
     >>> from agentgym_budget.train import TrainConfig, tiny_model_and_tokenizer  # doctest: +SKIP
-    >>> config = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4)
-    >>> model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0")
-    >>> with RayRolloutPool(config, model, tokenizer, actors=2) as pool:
+    >>> config = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4)  # doctest: +SKIP
+    >>> model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0")  # doctest: +SKIP
+    >>> with RayRolloutPool(config, model, tokenizer, actors=2) as pool:  # doctest: +SKIP
     ...     episodes = pool.collect(model, seeds=[7, 7, 9, 9], sampling_seed=0, shards=2)
 """
 

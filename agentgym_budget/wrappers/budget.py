@@ -115,7 +115,10 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         # Resolved once: step() is a hot path (a fast engine steps in tens of microseconds).
         counted_in = self.schedule.unit if isinstance(self.schedule, CurriculumBudget) else None
         self._counts_episodes, self._counts_steps = counted_in == "episodes", counted_in == "steps"
-        self._shown_texts: dict[tuple[int, int], str] = {}
+        self._prefix = budget_position == "prefix"
+        # Shown-budget texts by budget, then by turn; ``_episode_texts`` is the current budget's.
+        self._shown_texts: dict[int, dict[int, str]] = {}
+        self._episode_texts: dict[int, str] = {}
         self._budget_rng: np.random.Generator = np.random.default_rng()
         self._budget: int = self.schedule.max_budget
         self._turn: int = 0
@@ -144,18 +147,29 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         forced = options.pop("budget", None)
         self._budget = self._draw_budget(forced)
         self._turn = 0
+        if len(self._shown_texts) >= 256:  # many forced budgets: do not grow without bound
+            self._shown_texts.clear()
+        self._episode_texts = self._shown_texts.setdefault(self._budget, {})
         obs, info = self.env.reset(seed=seed, options=options or None)
         if self._counts_episodes:
             self.progress += 1
         return self._observe(obs), self._annotate(info)
 
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
+        # Written out flat: this wraps engines that step in ~10 µs, so every call counts.
         obs, reward, terminated, truncated, info = self.env.step(action)
-        self._turn += 1
+        turn = self._turn = self._turn + 1
+        budget = self._budget
         if self._counts_steps:
             self.progress += 1
-        truncated = truncated or self._turn >= self._budget
-        return self._observe(obs), reward, terminated, truncated, self._annotate(info)
+        if turn >= budget:
+            truncated = True
+        info["budget"] = budget
+        info["turn"] = turn
+        info["turns_left"] = budget - turn if turn < budget else 0
+        if self.show_budget:
+            obs = self._show(obs, turn)
+        return obs, reward, terminated, truncated, info
 
     # -- helpers ------------------------------------------------------------------------
     def _draw_budget(self, forced: Any) -> int:
@@ -172,15 +186,15 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         return info
 
     def _observe(self, obs: Any) -> Any:
-        if not self.show_budget:
-            return obs
-        key = (self._budget, self._turn)
-        shown = self._shown_texts.get(key)
-        if shown is None:  # a budget's texts are few: format each once
-            shown = self.budget_template.format(turns_left=self.turns_left, budget=self._budget, turn=self._turn)
-            if len(self._shown_texts) < 4096:
-                self._shown_texts[key] = shown
-        return f"{shown}\n\n{obs}" if self.budget_position == "prefix" else f"{obs}\n\n{shown}"
+        return self._show(obs, self._turn) if self.show_budget else obs
+
+    def _show(self, obs: str, turn: int) -> str:
+        shown = self._episode_texts.get(turn)
+        if shown is None:  # a budget has few texts: format each once, keep them per budget
+            shown = self.budget_template.format(turns_left=max(self._budget - turn, 0), budget=self._budget, turn=turn)
+            if len(self._episode_texts) < 4096:
+                self._episode_texts[turn] = shown
+        return f"{shown}\n\n{obs}" if self._prefix else f"{obs}\n\n{shown}"
 
     def _shown_budget_space(self, space: spaces.Space) -> spaces.Text:
         if not isinstance(space, spaces.Text):

@@ -19,15 +19,53 @@ Example:
 
 from __future__ import annotations
 
+import copy
+import functools
+from collections.abc import Callable
 from typing import Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.envs.alfworld.engine import EngineStep
 from agentgym_budget.envs.alfworld.game import AlfredGame
 
-__all__ = ["TextWorldAlfredEngine"]
+__all__ = ["TextWorldAlfredEngine", "memoize_textworld_parsers"]
 
 _WHAT = "ALFWorld's real engine (engine='textworld')"
+
+
+#: TextWorld modules whose ``_parse_and_convert`` (a TatSu parse of a grammar or logic string)
+#: dominates the real engine's step: each step re-parses the same few hundred strings.
+_PARSER_MODULES = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic")
+
+
+def memoize_textworld_parsers() -> None:
+    """Cache TextWorld's string parsers in this process (idempotent); the engine's output is unchanged.
+
+    The parsers are pure functions of their arguments; each call gets a deep copy of the
+    cached result because TextWorld mutates what they return (it sets symbol contexts).  This
+    makes the real engine several times faster and is what ``benchmarks/alfworld_equivalence.py``
+    uses by default (``--no-memo`` turns it off); ``tests/test_alfworld_fast_equivalence.py``
+    pins that transcripts are identical with and without it.
+    """
+    import importlib
+
+    for name in _PARSER_MODULES:
+        module = importlib.import_module(name)
+        if not getattr(module._parse_and_convert, "_agentgym_memoized", False):
+            module._parse_and_convert = _memoized(module._parse_and_convert)
+
+
+def _memoized(parse: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.lru_cache(maxsize=None)
+    def cached(*args: Any, **kwargs: Any) -> Any:
+        return parse(*args, **kwargs)
+
+    @functools.wraps(parse)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return copy.deepcopy(cached(*args, **kwargs))
+
+    wrapper._agentgym_memoized = True  # type: ignore[attr-defined]
+    return wrapper
 
 
 class TextWorldAlfredEngine:
