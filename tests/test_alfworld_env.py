@@ -178,6 +178,37 @@ def test_expert_plan_rolls_out_to_the_win_on_a_copyable_engine() -> None:
     assert reward == 1.0
 
 
+def _fresh_rollout(env: ALFWorldEnv, horizon: int) -> list[str]:
+    """The expert's plan recomputed from scratch (deep copies: the env's cache and clones are not used)."""
+    import copy
+
+    plan, engine, expert = [env._expert_action], env.engine.clone(), copy.deepcopy(env._expert)
+    while len(plan) < horizon:
+        step = engine.step(plan[-1])
+        if step.won:
+            break
+        plan.append(ALFWorldEnv._advance_expert(expert, plan[-1], step))
+    return plan
+
+
+@pytest.mark.parametrize("horizon", [6, 40])  # 6: plans cut short, whose tails must not be reused
+@pytest.mark.parametrize("seed", range(4))
+def test_expert_plans_equal_a_fresh_rollout_at_every_turn(seed: int, horizon: int) -> None:
+    """Reusing the plan's tail when the agent follows it, and the cheap expert clone, change nothing."""
+    import random
+
+    env = ALFWorldEnv(split="valid_seen", expert_plan_horizon=horizon, **FAST)
+    rng = random.Random(seed)
+    _, info = env.reset(seed=seed)
+    for _ in range(40):
+        assert info["expert_plan"] == _fresh_rollout(env, horizon)
+        follow = rng.random() < 0.7
+        _, _, terminated, _, info = env.step(info["expert_action"] if follow else rng.choice(info["admissible_commands"]))
+        if terminated:
+            assert info["expert_plan"] == [info["expert_action"]]
+            break
+
+
 def test_missing_alfworld_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "textworld", None)  # makes `import textworld` fail
     with pytest.raises(MissingBackendError, match=r"pip install 'agentgym-budget\[alfworld\]'"):

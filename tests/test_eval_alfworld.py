@@ -55,3 +55,17 @@ def test_quickstart_main_job(tmp_path) -> None:
     assert grid[-1, -1] > grid[0, 0] + 0.2
     image = matplotlib.image.imread(tmp_path / "passkt_heatmap.png")
     assert image.shape[0] > 200 and image.std() > 0.05
+    # The behaviour metrics see full expert plans: detours count as errors, tasks fall in plan-length buckets.
+    metrics = data["metrics"]
+    assert data["config"]["env_kwargs"]["expert_plan_horizon"] == 100 and metrics["plan_lengths_known"]
+    assert metrics["error_recovery"]["errors_per_episode"] > 0.5
+    assert "unknown" not in metrics["resilience"]["by_plan_length"]
+
+
+def test_evaluator_asks_alfworld_for_full_plans_unless_told_otherwise() -> None:
+    grid = {"ks": (1,), "ts": (50,), "tasks": 3, "attempts": 2, "bootstrap": 0}
+    full = evaluate(ENV_ID, "noisy-expert", env_kwargs=FAST, **grid)
+    one_step = evaluate(ENV_ID, "noisy-expert", env_kwargs={**FAST, "expert_plan_horizon": 1}, **grid)
+    assert full.config["env_kwargs"] == {"expert_plan_horizon": 100, **FAST}
+    assert full.metrics["plan_lengths_known"] and not one_step.metrics["plan_lengths_known"]
+    assert full.value(1, 50) == one_step.value(1, 50)  # plans are read by the metrics, not by the policy

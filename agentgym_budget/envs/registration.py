@@ -28,7 +28,7 @@ from gymnasium.envs.registration import load_env_creator
 from agentgym_budget._optional import is_installed
 from agentgym_budget.wrappers.budget import TurnBudget
 
-__all__ = ["FAMILIES", "EnvFamily", "family_of", "make_budget_env", "register_envs"]
+__all__ = ["FAMILIES", "EnvFamily", "eval_kwargs_of", "family_of", "make_budget_env", "register_envs"]
 
 BUDGET_OPTIONS = frozenset(inspect.signature(TurnBudget.__init__).parameters) - {"self", "env"}
 
@@ -45,6 +45,8 @@ class EnvFamily:
     max_episode_steps: int = 50
     default_budget: str = "fixed:50"
     kwargs: dict[str, Any] = field(default_factory=dict)
+    #: env kwargs the evaluator adds unless given: what the behaviour metrics need (full expert plans).
+    eval_kwargs: dict[str, Any] = field(default_factory=dict)
 
     @property
     def ids(self) -> tuple[str, str]:
@@ -61,6 +63,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         entry_point="agentgym_budget.envs.alfworld.env:ALFWorldEnv",
         description="ALFWorld household tasks (6 task types), bundled generated games; "
         "engine='fast' (pure Python) or 'textworld' (the real engine, extra 'alfworld')",
+        eval_kwargs={"expert_plan_horizon": 100},
     ),
     EnvFamily(
         name="KeyDoor",
@@ -132,6 +135,12 @@ def family_of(env_id: str) -> EnvFamily:
             return family
     known = ", ".join(i for f in FAMILIES for i in f.ids)
     raise gym.error.NameNotFound(f"unknown agentgym_budget env id {env_id!r}; known ids: {known}")
+
+
+def eval_kwargs_of(env_id: str) -> dict[str, Any]:
+    """The env kwargs the evaluator adds for ``env_id`` (``{}`` for ids that are not ours)."""
+    family = next((f for f in FAMILIES if env_id in f.ids), None)
+    return dict(family.eval_kwargs) if family is not None else {}
 
 
 def make_budget_env(base_id: str, **kwargs: Any) -> TurnBudget:

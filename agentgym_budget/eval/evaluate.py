@@ -28,6 +28,7 @@ from typing import Any, Literal
 import gymnasium as gym
 import numpy as np
 
+from agentgym_budget.envs.registration import eval_kwargs_of
 from agentgym_budget.eval.episode_log import EpisodeLog, EvaluationInterrupted, run_identity, sigterm_as_interrupt
 from agentgym_budget.eval.metrics import DEFAULT_EARLY_TURNS, DEFAULT_PLAN_EDGES, behaviour_metrics
 from agentgym_budget.eval.passkt import passkt_grid
@@ -137,7 +138,9 @@ def evaluate(
         seed: base seed; every episode's seeds derive from (seed, task, attempt).
         workers: processes (1: in this process); with ``backend="ray"``, Ray actors (1, the
             default, means one per CPU of the cluster).  The result does not depend on it.
-        env_kwargs: ``gym.make`` kwargs (``show_budget=True`` shows the budget to the agent).
+        env_kwargs: ``gym.make`` kwargs (``show_budget=True`` shows the budget to the agent),
+            on top of the env family's ``eval_kwargs`` (ALFWorld: ``expert_plan_horizon=100``,
+            full expert plans for the behaviour metrics); all are recorded in the result.
         mode: ``"auto"``, ``"shortcut"`` or ``"per_t"`` (see the module docstring).
         executor: runs the episodes (default: :func:`~agentgym_budget.eval.rollout.make_executor`
             with ``workers``); any object with ``run(spec, jobs, on_record)``.
@@ -155,7 +158,8 @@ def evaluate(
     """
     ks, ts = tuple(int(k) for k in ks), tuple(int(t) for t in ts)
     _check_args(ks, ts, tasks, attempts, seed)
-    env_kwargs, policy_kwargs = dict(env_kwargs or {}), dict(policy_kwargs or {})
+    env_kwargs = {**eval_kwargs_of(env_id), **(env_kwargs or {})}  # e.g. full expert plans for the metrics
+    policy_kwargs = dict(policy_kwargs or {})
     policy_obj = make_policy(policy, **policy_kwargs) if isinstance(policy, str) else policy
     if not isinstance(policy, str) and policy_kwargs:
         raise ValueError("policy_kwargs apply to a policy given by name, not to a policy object")

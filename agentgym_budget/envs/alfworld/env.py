@@ -32,7 +32,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import os
 import random
 from collections.abc import Iterable
@@ -86,6 +85,9 @@ class ALFWorldEnv(TextEnv):
         self._expert: HandCodedExpert | None = None
         self._expert_action = _NO_EXPERT_ACTION
         self._won = False
+        # The expert's plan from the current state, and whether it ends with the winning action.
+        self._plan: list[str] = [_NO_EXPERT_ACTION]
+        self._plan_wins = False
 
     # -- TextEnv hooks -------------------------------------------------------------------------
     def _reset_game(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -96,6 +98,7 @@ class ALFWorldEnv(TextEnv):
         self._won = step.won
         self._expert = HandCodedExpert(self.game.task_params, random.Random(expert_seed))
         self._expert_action = self._expert.start(step.observation)
+        self._plan, self._plan_wins = self._roll_out_plan(step.won)
         return step.observation, self._info(step)
 
     def _step_game(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
@@ -105,6 +108,7 @@ class ALFWorldEnv(TextEnv):
         reward = 1.0 if step.won and not self._won else 0.0
         self._won = step.won
         self._expert_action = self._advance_expert(self._expert, action, step)
+        self._plan, self._plan_wins = self._next_plan(action, step.won)
         return step.observation, reward, step.won, self._info(step)
 
     def close(self) -> None:
@@ -133,18 +137,30 @@ class ALFWorldEnv(TextEnv):
             return _NO_EXPERT_ACTION
         return proposal if proposal in step.admissible_commands else _NO_EXPERT_ACTION
 
-    def _expert_plan(self, won: bool) -> list[str]:
+    def _next_plan(self, action: str, won: bool) -> tuple[list[str], bool]:
+        """The plan after ``action``: the rest of the current one when the agent followed it."""
+        plan = self._plan
+        if self._plan_wins and not won and len(plan) > 1 and action == plan[0] and plan[1] == self._expert_action:
+            # Engine and expert are deterministic: a new rollout would replay plan[1:] exactly.
+            return plan[1:], True
+        return self._roll_out_plan(won)
+
+    def _roll_out_plan(self, won: bool) -> tuple[list[str], bool]:
+        """The expert's rollout from the current state on a copy of the engine (and whether it wins)."""
         plan = [self._expert_action]
         if self.expert_plan_horizon == 1 or won or not isinstance(self.engine, CloneableAlfredEngine):
-            return plan
-        engine, expert = self.engine.clone(), copy.deepcopy(self._expert)
+            return plan, False
+        engine = self.engine.clone()
+        expert = self._expert.clone() if self._expert is not None else None
+        wins = False
         while len(plan) < self.expert_plan_horizon:
             step = engine.step(plan[-1])
             if step.won:
+                wins = True
                 break
             plan.append(self._advance_expert(expert, plan[-1], step))
         engine.close()
-        return plan
+        return plan, wins
 
     def _info(self, step: EngineStep) -> dict[str, Any]:
         assert self.game is not None
@@ -155,5 +171,5 @@ class ALFWorldEnv(TextEnv):
             "task_type": self.game.task_type,
             "game": self.game.id,
             "expert_action": self._expert_action,
-            "expert_plan": self._expert_plan(step.won),
+            "expert_plan": list(self._plan),
         }

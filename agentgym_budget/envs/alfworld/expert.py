@@ -42,6 +42,7 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import random
@@ -64,6 +65,7 @@ def expert_priors() -> dict[str, Any]:
     return json.loads(text)
 
 
+@functools.lru_cache(maxsize=1 << 16)  # hot: called for every admissible command at every expert step
 def _remove_num_ids(text: str) -> str:
     return " ".join("".join(c for c in text if not c.isdigit()).split())
 
@@ -104,6 +106,12 @@ class _FeedbackFacts:
             else:
                 self.clean.add(obj)
 
+    def clone(self) -> _FeedbackFacts:
+        twin = _FeedbackFacts.__new__(_FeedbackFacts)
+        twin.held, twin.in_receptacle = list(self.held), list(self.in_receptacle)
+        twin.hot, twin.cool, twin.clean = set(self.hot), set(self.cool), set(self.clean)
+        return twin
+
     def holds_class(self, obj_cls: str) -> bool:
         """``"holds agent {obj_cls}" in facts_wo_num_ids``."""
         return any(_remove_num_ids(obj) == obj_cls for obj in self.held)
@@ -111,6 +119,11 @@ class _FeedbackFacts:
     def in_receptacle_of_classes(self, obj_cls: str, recep_cls: str) -> list[str]:
         """Objects of ``obj_cls`` lying in a receptacle of ``recep_cls`` (``inreceptacle`` facts)."""
         return [o for o, r in self.in_receptacle if _remove_num_ids(o) == obj_cls and _remove_num_ids(r) == recep_cls]
+
+
+# The expert's per-episode containers (of strings), copied by HandCodedExpert.clone().
+_EPISODE_DICTS = ("receptacles", "visible_objects", "obj_cls_to_receptacle_map", "obs_at_recep")
+_EPISODE_LISTS = ("receptacles_to_check", "inventory", "action_backlog", "object_blacklist")
 
 
 class HandCodedExpert:
@@ -159,6 +172,22 @@ class HandCodedExpert:
         self.object_blacklist: list[str] = []
         self.steps = 0
         self.is_agent_holding_right_object = False
+
+    def clone(self) -> HandCodedExpert:
+        """An independent copy that acts exactly as this expert would (same RNG state).
+
+        Much cheaper than ``copy.deepcopy`` (the env clones the expert to roll its plan out):
+        the task's constants are shared, only the episode's state is copied.
+        """
+        twin = copy.copy(self)
+        twin.rng = random.Random()
+        twin.rng.setstate(self.rng.getstate())
+        twin.facts = self.facts.clone()
+        for name in _EPISODE_DICTS:
+            setattr(twin, name, dict(getattr(self, name)))
+        for name in _EPISODE_LISTS:
+            setattr(twin, name, list(getattr(self, name)))
+        return twin
 
     # -- the AlfredExpert interface ---------------------------------------------------------
     def start(self, intro: str) -> str:
