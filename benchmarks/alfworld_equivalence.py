@@ -7,13 +7,14 @@ step, the observation text, the admissible commands (order included), ``won`` (t
 derived from it) and the expert's next action.  Games: every bundled ``valid_seen`` and
 ``valid_unseen`` game, a sample of ``train``, and random edge-case games
 (:mod:`agentgym_budget.envs.alfworld.fast.fuzz`).  It prints the number of compared steps and
-every mismatch; the real engine runs ~8 steps/s, so use ``--time-limit`` and run it in the
-background for big runs.
+every mismatch.  The real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
+per core here with TextWorld's parsers memoized (:func:`~agentgym_budget.envs.alfworld.
+textworld_engine.memoize_textworld_parsers`, same output; ``--no-memo`` turns it off).
 
 Run (needs the ``alfworld`` extra):
     python benchmarks/alfworld_equivalence.py --time-limit 600                 # ten minutes
-    python benchmarks/alfworld_equivalence.py --train 800 --fuzz 200 --workers 16   # ~150k steps, ~20 min on 16 idle cores
-    nohup python benchmarks/alfworld_equivalence.py --train 500 --fuzz 500 --episodes 3 > eq.log &
+    # every eval game, 250 train games, 100 edge-case games: ~124k steps, ~30 min on 2 idle cores
+    python benchmarks/alfworld_equivalence.py --train 250 --fuzz 100 --steps 100 --workers 2
     python benchmarks/alfworld_equivalence.py --fuzz 4 --steps 40 --golden tests/data/alfworld_fast_golden.json.gz
 """
 
