@@ -167,8 +167,11 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         info["budget"] = budget
         info["turn"] = turn
         info["turns_left"] = budget - turn if turn < budget else 0
-        if self.show_budget:
-            obs = self._show(obs, turn)
+        if self.show_budget:  # _show() inlined for the common case: this turn's text is cached
+            shown = self._episode_texts.get(turn)
+            if shown is None:
+                return self._show(obs, turn), reward, terminated, truncated, info
+            obs = f"{shown}\n\n{obs}" if self._prefix else f"{obs}\n\n{shown}"
         return obs, reward, terminated, truncated, info
 
     # -- helpers ------------------------------------------------------------------------
