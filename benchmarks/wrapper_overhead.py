@@ -5,9 +5,10 @@ Target: wrapped / bare >= 0.97.
 
 "Bare" is the env as ``gym.make`` gives it (its step limit included); "wrapped" is the same
 env object under ``TurnBudget(budget=<that limit>, show_budget=True)``, so both variants play
-the same episodes on the same engine.  Both replay the same seeded random admissible commands, after one untimed warm-up
-round each (game caches), in alternating rounds; each figure is the median over rounds, and
-the ratio the median of the per-round ratios.  Two figures per variant:
+the same episodes on the same engine.  Both replay the same seeded random admissible
+commands, after one untimed warm-up round each (game caches), in alternating rounds; each
+figure is the median over rounds, and the ratio the median of the per-round ratios.  Two
+figures per variant:
 
 * whole loop: steps per CPU second of this process for the loop with its resets (waiting for
   a core on a shared machine is not counted) — what a rollout loop sees;

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import doctest
 import importlib
+import importlib.util
 import pkgutil
 from pathlib import Path
 

@@ -139,8 +139,10 @@ def family_of(env_id: str) -> EnvFamily:
 
 def eval_kwargs_of(env_id: str) -> dict[str, Any]:
     """The env kwargs the evaluator adds for ``env_id`` (``{}`` for ids that are not ours)."""
-    family = next((f for f in FAMILIES if env_id in f.ids), None)
-    return dict(family.eval_kwargs) if family is not None else {}
+    try:
+        return dict(family_of(env_id).eval_kwargs)
+    except gym.error.NameNotFound:
+        return {}
 
 
 def make_budget_env(base_id: str, **kwargs: Any) -> TurnBudget:

@@ -30,6 +30,8 @@ __all__ = ["DEFAULT_BUDGET_TEMPLATE", "TurnBudget"]
 DEFAULT_BUDGET_TEMPLATE = "[Turns left: {turns_left} of {budget}]"
 # Budget seeds get their own stream so that wrapping an env never changes its task sequence.
 _BUDGET_STREAM = 0x7B5D6E7
+# Shown-budget texts kept formatted, over all budgets (huge budgets: later turns are formatted anew).
+_MAX_SHOWN_TEXTS = 4096
 # Width reserved for the numbers in a shown budget (budgets forced via options may be large).
 _NUMBER_WIDTH = 9
 
@@ -119,6 +121,7 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         # Shown-budget texts by budget, then by turn; ``_episode_texts`` is the current budget's.
         self._shown_texts: dict[int, dict[int, str]] = {}
         self._episode_texts: dict[int, str] = {}
+        self._shown_count = 0  # texts cached over all budgets (at most _MAX_SHOWN_TEXTS)
         self._budget_rng: np.random.Generator = np.random.default_rng()
         self._budget: int = self.schedule.max_budget
         self._turn: int = 0
@@ -149,6 +152,7 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         self._turn = 0
         if len(self._shown_texts) >= 256:  # many forced budgets: do not grow without bound
             self._shown_texts.clear()
+            self._shown_count = 0
         self._episode_texts = self._shown_texts.setdefault(self._budget, {})
         obs, info = self.env.reset(seed=seed, options=options or None)
         if self._counts_episodes:
@@ -195,8 +199,9 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         shown = self._episode_texts.get(turn)
         if shown is None:  # a budget has few texts: format each once, keep them per budget
             shown = self.budget_template.format(turns_left=max(self._budget - turn, 0), budget=self._budget, turn=turn)
-            if len(self._episode_texts) < 4096:
+            if self._shown_count < _MAX_SHOWN_TEXTS:
                 self._episode_texts[turn] = shown
+                self._shown_count += 1
         return f"{shown}\n\n{obs}" if self._prefix else f"{obs}\n\n{shown}"
 
     def _shown_budget_space(self, space: spaces.Space) -> spaces.Text:
