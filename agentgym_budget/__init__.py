@@ -3,6 +3,22 @@ as a first-class, swappable part of the RL pipeline.
 
 Importing the package registers every environment id (``ALFWorld-v0``,
 ``ALFWorld-Budget-v0``, ...) with Gymnasium; backends are imported only when an env is made.
+
+The package is layered along the data path; a module imports only its own layer and the
+layers below it (``tests/test_layering.py`` checks every import)::
+
+    cli                            the command line
+    distributed                    Ray executors and rollout pools, handed to eval/train
+    train, integrations            the trainer; SB3 / PettingZoo / vector-env adapters
+    eval                           episodes, executors, Pass@(K,T) and behaviour metrics
+    policies                       what acts: baselines, LLM policies
+    envs                           the text envs, their registry, the budgeted-env factory
+    wrappers                       TurnBudget, budget schedules, ProcessReward
+    _optional, text                optional-backend imports, text shared by every layer
+
+A higher layer hands what it owns to a lower one instead of being imported by it: the CLI
+passes a ``RayExecutor`` to ``evaluate(executor=...)`` and ``RayRolloutPool.for_config`` to
+``Trainer(rollout_pool=...)``.
 """
 
 from agentgym_budget.envs.registration import register_envs as _register_envs

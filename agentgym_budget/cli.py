@@ -14,9 +14,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -100,28 +101,20 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import agentgym_budget  # noqa: F401  (registers the envs)
-    from agentgym_budget.eval import evaluate
-    from agentgym_budget.eval.evaluate import resolve_mode, shows_budget
-    from agentgym_budget.policies import make_policy
+    from agentgym_budget.eval.evaluate import plan_evaluation, run_evaluation
 
     console = Console()
     attempts = args.attempts if args.attempts is not None else max(args.k)
-    env_kwargs, policy_kwargs = dict(args.env_arg), dict(args.policy_arg)
-    policy = make_policy(args.policy, **policy_kwargs)
-    mode = resolve_mode(args.mode, shows_budget(args.env, env_kwargs), policy.reads_budget)
-    total = args.tasks * attempts * (1 if mode == "shortcut" else len(args.t))
+    plan = plan_evaluation(args.env, args.policy, ks=args.k, ts=args.t, tasks=args.tasks, attempts=attempts,
+                           seed=args.seed, env_kwargs=dict(args.env_arg), policy_kwargs=dict(args.policy_arg),
+                           mode=args.mode)
     out = Path(args.out)
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=Console(stderr=True), transient=True, disable=args.no_progress) as progress:
-        bar = progress.add_task(f"{args.env} x {policy.name} ({mode})", total=total)
-        by_name = args.workers > 1 or args.backend == "ray"  # workers build their own policy from its name
-        result = evaluate(
-            args.env, args.policy if by_name else policy, ks=args.k, ts=args.t, tasks=args.tasks,
-            attempts=attempts, seed=args.seed, workers=args.workers, env_kwargs=env_kwargs,
-            policy_kwargs=policy_kwargs if by_name else None, mode=args.mode, out=out,
-            on_record=lambda _: progress.advance(bar), bootstrap=args.bootstrap,
-            backend=args.backend, ray_address=args.ray_address, resume=args.resume,
-        )
+    with _executor(args) as executor, Progress(
+            TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            console=Console(stderr=True), transient=True, disable=args.no_progress) as progress:
+        bar = progress.add_task(f"{args.env} x {plan.policy_name} ({plan.mode})", total=len(plan.jobs))
+        result = run_evaluation(plan, executor=executor, workers=args.workers, out=out, resume=args.resume,
+                                on_record=lambda _: progress.advance(bar), bootstrap=args.bootstrap)
     written = [*result.save(out), out / "episodes.jsonl"]
     if not args.no_plots:
         from agentgym_budget.eval.plots import save_plots
@@ -135,6 +128,18 @@ def _eval(args: argparse.Namespace) -> int:
                   f"{timing['metrics_seconds'] * 1000:.0f} ms")
     console.print("wrote " + ", ".join(str(p) for p in written))
     return 0
+
+
+@contextlib.contextmanager
+def _executor(args: argparse.Namespace) -> Iterator[Any]:
+    """The executor ``--backend``/``--workers`` ask for (``None``: the evaluator's local default), closed after."""
+    if args.backend != "ray":
+        yield None
+        return
+    from agentgym_budget.distributed import RayExecutor
+
+    with RayExecutor(actors=None if args.workers == 1 else args.workers, address=args.ray_address) as executor:
+        yield executor
 
 
 def _compare(args: argparse.Namespace) -> int:
@@ -185,7 +190,13 @@ def _train(args: argparse.Namespace) -> int:
     from agentgym_budget.train import train
     from agentgym_budget.train.config import config_from_arguments
 
-    train(config_from_arguments(args))
+    config = config_from_arguments(args)
+    rollout_pool = None
+    if config.rollout_backend == "ray":
+        from agentgym_budget.distributed import RayRolloutPool
+
+        rollout_pool = RayRolloutPool.for_config
+    train(config, rollout_pool)
     return 0
 
 

@@ -78,11 +78,11 @@ def _replay(engine, workload: Workload, total: int) -> tuple[float, float]:
 
 def alfworld_fast(workload: Workload) -> Figures:
     from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
-    from agentgym_budget.envs.alfworld.fast.engine import _compile_cached
+    from agentgym_budget.envs.alfworld.fast.engine import clear_world_cache
 
     engine = FastAlfredEngine()
     figures = Figures()
-    _compile_cached.cache_clear()
+    clear_world_cache()
     start = time.perf_counter()
     for game in workload.games:
         engine.reset(game)

@@ -25,7 +25,7 @@ import numpy as np
 
 import agentgym_budget  # noqa: F401  (registers the envs)
 from agentgym_budget.eval import evaluate
-from agentgym_budget.eval.rollout import make_budgeted_env
+from agentgym_budget.envs.registration import make_budget_env
 
 
 def _cpu_seconds() -> float:
@@ -60,7 +60,7 @@ def main() -> None:
     # Build the env once before timing: loading game files is a one-time start-up cost (cached
     # per process and inherited by forked workers), reported on its own, not a throughput.
     start = time.perf_counter()
-    make_budgeted_env(args.env, max(ts), env_kwargs).close()
+    make_budget_env(args.env, max(ts), **env_kwargs).close()
     startup = time.perf_counter() - start
 
     runs = {}

@@ -11,6 +11,7 @@ import pytest
 from toy_env import CorridorEnv
 
 import agentgym_budget  # noqa: F401  (registers the package envs)
+from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.evaluate import build_jobs, resolve_mode
 from agentgym_budget.eval.rollout import (
@@ -19,7 +20,6 @@ from agentgym_budget.eval.rollout import (
     RolloutSpec,
     SerialExecutor,
     attempt_seed,
-    make_budgeted_env,
     task_seed,
 )
 from agentgym_budget.wrappers import TurnBudget
@@ -51,15 +51,16 @@ def test_seeds_depend_only_on_base_seed_task_and_attempt() -> None:
 
 
 def test_budgeted_env_drops_the_time_limit_and_forces_budgets() -> None:
-    env = make_budgeted_env(ENV_ID, 30, {})
+    env = RolloutSpec(ENV_ID, "noisy-expert", seed=0, max_budget=30).make_env()
     assert isinstance(env, TurnBudget)  # no TimeLimit(6) left underneath to cut episodes short
     env.reset(seed=0, options={"budget": 25})
     for _ in range(24):
         *_, truncated, info = env.step("look")
         assert not truncated
     assert env.step("look")[3] is True
+    assert isinstance(make_budget_env(ENV_ID, 30), TurnBudget)  # what RolloutSpec.make_env builds
     with pytest.raises(ValueError, match="budget"):
-        make_budgeted_env(ENV_ID, 30, {"budget": 5})
+        RolloutSpec(ENV_ID, "noisy-expert", seed=0, max_budget=30, env_kwargs={"budget": 5}).make_env()
 
 
 def test_episode_records_are_reproducible() -> None:

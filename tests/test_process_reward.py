@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 import agentgym_budget  # noqa: F401  (registers the env ids)
+from agentgym_budget.envs.alfworld.subgoals import alfworld_subgoals
 from agentgym_budget.envs.base import TextEnv
 from agentgym_budget.wrappers import ProcessReward, TurnBudget
 from agentgym_budget.wrappers.process_reward import (
     SUBGOAL_DETECTORS,
-    alfworld_subgoals,
     register_subgoal_detector,
 )
 from scripted_envs import LineWorld

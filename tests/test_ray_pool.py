@@ -106,8 +106,9 @@ def test_evaluate_on_ray_resumes_a_local_run_and_equals_it(ray_instance, tmp_pat
 
     with pytest.raises(EvaluationInterrupted, match="--resume"):
         evaluate("KeyDoor-Budget-v0", "noisy-expert", mode=mode, out=tmp_path, on_record=stop, **EVAL_ARGS)
-    on_ray = evaluate("KeyDoor-Budget-v0", "noisy-expert", mode=mode, backend="ray", workers=3, out=tmp_path,
-                      resume=True, **EVAL_ARGS)
+    with RayExecutor(actors=3) as executor:
+        on_ray = evaluate("KeyDoor-Budget-v0", "noisy-expert", mode=mode, executor=executor, workers=3, out=tmp_path,
+                          resume=True, **EVAL_ARGS)
     assert_same_result(on_ray, local)
     assert on_ray.config["executor"] == "RayExecutor" and on_ray.timing["resumed_episodes"] == 20
     assert len(read_episodes(tmp_path)) == on_ray.timing["episodes"]  # no episode twice in the log
@@ -190,7 +191,7 @@ def test_package_import_does_not_import_ray():
 
 
 def test_shards_are_whole_groups_with_their_own_sampling_seeds():
-    from agentgym_budget.distributed.ray_rollouts import shard_seeds
+    from agentgym_budget.train.sharding import shard_seeds
 
     seeds = [1, 1, 2, 2, 3, 3, 4, 4, 5, 5]
     assert shard_seeds(seeds, 2, sampling_seed=7, shards=1) == [(seeds, 7)]
@@ -206,8 +207,9 @@ def test_shards_are_whole_groups_with_their_own_sampling_seeds():
 def test_trainer_rollouts_on_ray_give_the_local_learner_batch(ray_instance):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from agentgym_budget.distributed.ray_rollouts import RayRolloutPool, collect_sharded
+    from agentgym_budget.distributed import RayRolloutPool
     from agentgym_budget.train import TrainConfig, make_train_env, tiny_model_and_tokenizer
+    from agentgym_budget.train.sharding import collect_sharded
     from agentgym_budget.train.grpo import group_advantages, turn_samples
 
     config = TrainConfig(env_id="KeyDoor-v0", budget="mix:2,3,4", tasks_per_update=4, group_size=2, max_new_tokens=4)
@@ -243,6 +245,7 @@ def test_trainer_rollouts_on_ray_give_the_local_learner_batch(ray_instance):
 def test_trainer_with_ray_rollouts_learns_exactly_as_local(ray_instance, tmp_path):
     torch = pytest.importorskip("torch")
     pytest.importorskip("transformers")
+    from agentgym_budget.distributed import RayRolloutPool
     from agentgym_budget.train import TrainConfig, Trainer
 
     def run(backend):
@@ -250,7 +253,7 @@ def test_trainer_with_ray_rollouts_learns_exactly_as_local(ray_instance, tmp_pat
                              max_new_tokens=4, learning_rate=1e-3, entropy_coef=0.01, eval_every=0, save_every=0,
                              tensorboard=False, progress_bar=False, torch_threads=1, rollout_shards=2,
                              rollout_backend=backend, output_dir=str(tmp_path / backend))
-        trainer = Trainer(config)
+        trainer = Trainer(config, RayRolloutPool.for_config if backend == "ray" else None)
         history = [{k: v for k, v in m.items() if not k.endswith("_seconds")} for m in trainer.train()]
         return history, trainer.model.state_dict()
 

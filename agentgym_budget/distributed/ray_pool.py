@@ -43,7 +43,7 @@ from typing import Any
 from agentgym_budget._optional import require
 from agentgym_budget.eval.rollout import EpisodeJob, EpisodeRecord, RecordCallback, RolloutSpec, run_episode
 
-__all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray"]
+__all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray", "keep_sigterm_handler"]
 
 #: Chunks queued per actor, so that an actor never waits for the driver between chunks.
 CHUNKS_IN_FLIGHT_PER_ACTOR = 2
@@ -176,7 +176,7 @@ class RayExecutor:
             kwargs = dict(self.init_kwargs)
             if self.address is None:
                 kwargs.setdefault("include_dashboard", False)
-            with _keep_sigterm_handler():
+            with keep_sigterm_handler():
                 ray.init(address=self.address, **kwargs)
             self._started_ray = True
         cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
@@ -301,7 +301,7 @@ class RayExecutor:
 
 
 @contextlib.contextmanager
-def _keep_sigterm_handler() -> Iterator[None]:
+def keep_sigterm_handler() -> Iterator[None]:
     """``ray.init`` installs a crash handler for SIGTERM in the driver; put back the caller's.
 
     (The evaluator turns SIGTERM into a clean stop that leaves a resumable results file.)

@@ -1,13 +1,13 @@
 """The trainer's group rollouts on Ray actors, with the learner's batch identical to a local one.
 
-An update's ``B * G`` episodes (``B`` tasks, ``G`` episodes per task) are split into ``shards``
-of whole groups.  Each shard is one :func:`~agentgym_budget.train.rollout.collect_episodes`
-call (one batched ``generate`` per turn) with its own sampling seed derived from (the update's
-sampling seed, shard index).  :func:`collect_sharded` runs the shards one after another in
+An update's episodes are split into shards of whole groups
+(:func:`~agentgym_budget.train.sharding.shard_seeds`).
+:func:`~agentgym_budget.train.sharding.collect_sharded` runs the shards one after another in
 this process; :class:`RayRolloutPool` runs them on actors.  Both give the same episodes — hence
 the same advantages and the same learner batch — for the same seeds and ``shards``, whatever
-the number of actors.  (The sharding, not the backend, is part of the result: sampled tokens
-depend on which episodes share a ``generate`` batch, as in any batched sampler.)
+the number of actors.  The trainer gets the pool as a factory:
+``Trainer(config, rollout_pool=RayRolloutPool.for_config)`` (what ``agentgym-budget train
+--rollout-backend ray`` does).
 
 The pool ships the model and tokenizer to each actor once, and then the policy's weights
 once per update: one ``ray.put`` of the state dict, fetched by each actor from the object
@@ -26,55 +26,14 @@ Example (needs the ``llm`` and ``ray`` extras):
 from __future__ import annotations
 
 import copy
-import math
 import warnings
 from collections.abc import Sequence
 from typing import Any
 
-import numpy as np
+from agentgym_budget.distributed.ray_pool import ActorPoolExhaustedError, import_ray, keep_sigterm_handler
+from agentgym_budget.train.sharding import set_budget_progress, shard_seeds
 
-from agentgym_budget.distributed.ray_pool import ActorPoolExhaustedError, _keep_sigterm_handler, import_ray
-
-__all__ = ["RayRolloutPool", "collect_sharded", "shard_seeds"]
-
-
-def shard_seeds(seeds: Sequence[int], group_size: int, sampling_seed: int, shards: int) -> list[tuple[list[int], int]]:
-    """``[(env seeds, sampling seed)]`` per shard: consecutive whole groups, seeds from (sampling_seed, shard).
-
-    One shard keeps ``sampling_seed`` itself, so ``shards=1`` is exactly one ``collect_episodes`` call.
-    """
-    if shards < 1:
-        raise ValueError(f"shards must be >= 1, got {shards}")
-    if group_size < 1 or len(seeds) % group_size:
-        raise ValueError(f"{len(seeds)} seeds do not split into groups of {group_size}")
-    groups = len(seeds) // group_size
-    per_shard = math.ceil(groups / shards)
-    bounds = range(0, groups, per_shard)
-    if shards == 1:
-        return [(list(seeds), int(sampling_seed))]
-    return [(list(seeds[g * group_size:(g + per_shard) * group_size]),
-             int(np.random.SeedSequence([sampling_seed, index]).generate_state(1)[0] >> 1))
-            for index, g in enumerate(bounds)]
-
-
-def set_budget_progress(envs: Sequence[Any], episodes_done: int, env_steps_done: int) -> None:
-    """Tell every env copy the run's global progress (what a curriculum budget follows)."""
-    for env in envs:
-        schedule = env.get_wrapper_attr("schedule")
-        env.get_wrapper_attr("set_progress")(env_steps_done if getattr(schedule, "unit", "episodes") == "steps"
-                                             else episodes_done)
-
-
-def collect_sharded(model: Any, tokenizer: Any, envs: Sequence[Any], seeds: Sequence[int], config: Any,
-                    sampling_seed: int, shards: int) -> list[Any]:
-    """The local reference of :class:`RayRolloutPool`: the shards one after another here."""
-    from agentgym_budget.train.rollout import collect_episodes
-
-    episodes: list[Any] = []
-    for shard_env_seeds, shard_sampling_seed in shard_seeds(seeds, config.group_size, sampling_seed, shards):
-        episodes += collect_episodes(model, tokenizer, envs[:len(shard_env_seeds)], shard_env_seeds, config,
-                                     sampling_seed=shard_sampling_seed)
-    return episodes
+__all__ = ["RayRolloutPool"]
 
 
 class RolloutWorker:
@@ -132,13 +91,18 @@ class RayRolloutPool:
         ray = self._ray = import_ray()
         self._started_ray = False
         if not ray.is_initialized():
-            with _keep_sigterm_handler():
+            with keep_sigterm_handler():
                 ray.init(address=address, **({"include_dashboard": False} if address is None else {}))
             self._started_ray = True
         self._torch_threads = torch.get_num_threads()
         self._model_ref = ray.put((_cpu_copy(model), tokenizer))
         self._actors = [self._new_actor() for _ in range(actors)]
         self._weights_ref: Any = None
+
+    @classmethod
+    def for_config(cls, config: Any, model: Any, tokenizer: Any) -> RayRolloutPool:
+        """The pool ``config`` asks for (``rollout_actors``, ``ray_address``): the trainer's rollout-pool factory."""
+        return cls(config, model, tokenizer, config.rollout_actors, address=config.ray_address)
 
     def __enter__(self) -> RayRolloutPool:
         return self

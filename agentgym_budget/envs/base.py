@@ -38,6 +38,8 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
+from agentgym_budget.text import INVALID_ACTION_FEEDBACK
+
 __all__ = [
     "CHARSET",
     "INVALID_ACTION_FEEDBACK",
@@ -55,8 +57,6 @@ CHARSET: str = string.printable
 MAX_OBSERVATION_LENGTH: int = 16_384
 #: Longest action string the action space samples; longer actions are still accepted.
 MAX_ACTION_LENGTH: int = 512
-#: What the environments answer to an action they do not understand or cannot apply.
-INVALID_ACTION_FEEDBACK: str = "Nothing happens."
 #: Keys present in every ``info`` dict of every TextEnv.
 REQUIRED_INFO_KEYS: frozenset[str] = frozenset({"admissible_commands", "won", "lost", "task", "turn"})
 

@@ -7,6 +7,9 @@ Each :class:`EnvFamily` ``X`` registers two ids:
   ``budget=`` and the other ``TurnBudget`` options pass through ``gym.make`` kwargs, every
   other kwarg goes to the env.
 
+:func:`make_budget_env` is the one way the package wraps an env in a ``TurnBudget``: the
+``X-Budget-v0`` ids, the evaluator, the trainer and the integrations all call it.
+
 Example:
     >>> import gymnasium as gym
     >>> import agentgym_budget
@@ -18,19 +21,29 @@ Example:
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
 
 from agentgym_budget._optional import is_installed
-from agentgym_budget.wrappers.budget import TurnBudget
+from agentgym_budget.text import BUDGET_ID_SUFFIX, family_name
+from agentgym_budget.wrappers.budget import BUDGET_OPTIONS, TurnBudget
+from agentgym_budget.wrappers.budget_spec import BudgetSpec
+from agentgym_budget.wrappers.process_reward import register_subgoal_detector
 
-__all__ = ["FAMILIES", "EnvFamily", "eval_kwargs_of", "family_of", "make_budget_env", "register_envs"]
+__all__ = [
+    "FAMILIES",
+    "EnvFamily",
+    "budget_env_id",
+    "eval_kwargs_of",
+    "family_of",
+    "make_budget_env",
+    "register_envs",
+]
 
-BUDGET_OPTIONS = frozenset(inspect.signature(TurnBudget.__init__).parameters) - {"self", "env"}
+_BUDGET_ENTRY_POINT = "agentgym_budget.envs.registration:make_budget_env"
 
 
 @dataclass(frozen=True)
@@ -50,7 +63,7 @@ class EnvFamily:
 
     @property
     def ids(self) -> tuple[str, str]:
-        return f"{self.name}-v0", f"{self.name}-Budget-v0"
+        return f"{self.name}-v0", f"{self.name}{BUDGET_ID_SUFFIX}-v0"
 
     @property
     def installed(self) -> bool:
@@ -131,7 +144,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
 def family_of(env_id: str) -> EnvFamily:
     """The family an id (``X-v0`` or ``X-Budget-v0``) belongs to."""
     for family in FAMILIES:
-        if env_id in family.ids:
+        if family.name == family_name(env_id) and env_id in family.ids:
             return family
     known = ", ".join(i for f in FAMILIES for i in f.ids)
     raise gym.error.NameNotFound(f"unknown agentgym_budget env id {env_id!r}; known ids: {known}")
@@ -145,12 +158,42 @@ def eval_kwargs_of(env_id: str) -> dict[str, Any]:
         return {}
 
 
-def make_budget_env(base_id: str, **kwargs: Any) -> TurnBudget:
-    """Entry point of the ``X-Budget-v0`` ids: ``TurnBudget(X env, budget options)``."""
+def budget_env_id(env_id: str) -> str | None:
+    """The ``X-Budget-v0`` id of a registered family's id, ``None`` for other ids."""
+    try:
+        return family_of(env_id).ids[1]
+    except gym.error.NameNotFound:
+        return None
+
+
+def make_budget_env(env_id: str, budget: BudgetSpec | None = None, **kwargs: Any) -> TurnBudget:
+    """``env_id``'s env under a :class:`TurnBudget` of ``budget`` and no other step limit.
+
+    ``env_id`` is any registered text env id; an ``X-Budget-v0`` id stands for its ``X-v0``
+    env with its default budget.  Among ``kwargs``, the ``TurnBudget`` options
+    (``show_budget``, ``budget_template``, ...) go to the wrapper, the rest to the env.  The
+    env's own ``TimeLimit`` is dropped: the budget is the episode's limit.  This is the entry
+    point of the ``X-Budget-v0`` ids, so ``gym.make("X-Budget-v0", ...)`` builds the same env.
+
+    Example:
+        >>> import agentgym_budget
+        >>> env = make_budget_env("KeyDoor-v0", budget="mix:2,3", show_budget=True)
+        >>> _, info = env.reset(seed=0)
+        >>> type(env).__name__, info["budget"] in (2, 3), make_budget_env("KeyDoor-Budget-v0").budget
+        ('TurnBudget', True, 4)
+    """
+    spec = gym.spec(env_id)
+    if spec.entry_point == _BUDGET_ENTRY_POINT:  # an X-Budget-v0 id: its env, its default budget
+        options = {**spec.kwargs, **kwargs}
+        env_id = options.pop("env_id")
+        budget = options.pop("budget") if budget is None else budget
+        options.pop("budget", None)
+        return make_budget_env(env_id, budget, **options)
+    if budget is None:
+        raise ValueError(f"make_budget_env({env_id!r}) needs budget= (an int, a budget spec or a BudgetSchedule)")
     budget_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in BUDGET_OPTIONS}
-    base_spec = gym.spec(base_id)
-    env = load_env_creator(base_spec.entry_point)(**{**base_spec.kwargs, **kwargs})
-    return TurnBudget(env, **budget_kwargs)
+    bare = dataclasses.replace(spec, max_episode_steps=None, order_enforce=False)
+    return TurnBudget(gym.make(bare, disable_env_checker=True, **kwargs), budget, **budget_kwargs)
 
 
 def register_envs() -> None:
@@ -167,6 +210,9 @@ def register_envs() -> None:
         )
         gym.register(
             id=budget_id,
-            entry_point="agentgym_budget.envs.registration:make_budget_env",
-            kwargs={"base_id": base_id, "budget": family.default_budget},
+            entry_point=_BUDGET_ENTRY_POINT,
+            kwargs={"env_id": base_id, "budget": family.default_budget},
         )
+    from agentgym_budget.envs.alfworld.subgoals import alfworld_subgoals  # cheap: no engine import
+
+    register_subgoal_detector("ALFWorld", alfworld_subgoals)

@@ -10,6 +10,12 @@ Two rollout modes, always recorded in the result:
   (``show_budget=True`` on the env) or the policy reads it (``policy.reads_budget``).
 * ``"auto"`` (default) — ``"per_t"`` in those two cases, else ``"shortcut"``.
 
+:func:`evaluate` is two steps, each usable alone (the CLI does, to size its progress bar):
+:func:`plan_evaluation` (check the arguments, build the policy, choose the mode, list the
+episodes) and :func:`run_evaluation` (run the missing episodes, count successes, assemble the
+:class:`PassKTResult`).  Where episodes run is the ``executor``'s business: this module never
+imports a scale-out backend (pass ``executor=RayExecutor()`` from ``agentgym_budget.distributed``).
+
 Example:
     >>> import agentgym_budget
     >>> from agentgym_budget.eval import evaluate
@@ -22,6 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -45,7 +52,8 @@ from agentgym_budget.eval.rollout import (
 )
 from agentgym_budget.policies.base import Policy, make_policy
 
-__all__ = ["Mode", "build_jobs", "evaluate", "resolve_mode", "shows_budget"]
+__all__ = ["EvaluationPlan", "Mode", "build_jobs", "evaluate", "plan_evaluation", "resolve_mode", "run_evaluation",
+           "shows_budget"]
 
 Mode = Literal["auto", "shortcut", "per_t"]
 _MODES = ("auto", "shortcut", "per_t")
@@ -103,6 +111,66 @@ def success_counts(records: Sequence[EpisodeRecord], ts: Sequence[int], tasks: i
     return counts
 
 
+@dataclass(frozen=True)
+class EvaluationPlan:
+    """What an evaluation will run: the checked arguments, the policy, the mode and the episodes."""
+
+    env_id: str
+    policy: str | Policy  # as given: a registered name (workers rebuild it) or a policy object
+    policy_obj: Policy  # built here: its name and reads_budget decide the mode and the record
+    policy_kwargs: dict[str, Any]
+    env_kwargs: dict[str, Any]  # the family's eval_kwargs, then the caller's
+    ks: tuple[int, ...]
+    ts: tuple[int, ...]
+    tasks: int
+    attempts: int
+    seed: int
+    requested_mode: str
+    mode: str
+    show_budget: bool
+    jobs: tuple[EpisodeJob, ...]
+
+    @property
+    def policy_name(self) -> str:
+        return getattr(self.policy_obj, "name", type(self.policy_obj).__name__)
+
+
+def plan_evaluation(
+    env_id: str,
+    policy: str | Policy = "noisy-expert",
+    ks: Sequence[int] = (1, 2, 4, 8),
+    ts: Sequence[int] = (5, 10, 20, 30, 50),
+    tasks: int = 50,
+    attempts: int = 8,
+    seed: int = 0,
+    env_kwargs: dict[str, Any] | None = None,
+    policy_kwargs: dict[str, Any] | None = None,
+    mode: Mode = "auto",
+) -> EvaluationPlan:
+    """Check the arguments of :func:`evaluate`, build the policy, resolve the mode, list the episodes.
+
+    Example:
+        >>> import agentgym_budget
+        >>> plan = plan_evaluation("KeyDoor-Budget-v0", "noisy-expert", ks=(1, 2), ts=(2, 4), tasks=3, attempts=2)
+        >>> plan.mode, len(plan.jobs), plan.jobs[0]
+        ('shortcut', 6, EpisodeJob(task=0, attempt=0, budget=4))
+    """
+    ks, ts = tuple(int(k) for k in ks), tuple(int(t) for t in ts)
+    _check_args(ks, ts, tasks, attempts, seed)
+    env_kwargs = {**eval_kwargs_of(env_id), **(env_kwargs or {})}  # e.g. full expert plans for the metrics
+    policy_kwargs = dict(policy_kwargs or {})
+    if not isinstance(policy, str) and policy_kwargs:
+        raise ValueError("policy_kwargs apply to a policy given by name, not to a policy object")
+    policy_obj = make_policy(policy, **policy_kwargs) if isinstance(policy, str) else policy
+    show_budget = shows_budget(env_id, env_kwargs)
+    resolved = resolve_mode(mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
+    return EvaluationPlan(
+        env_id=env_id, policy=policy, policy_obj=policy_obj, policy_kwargs=policy_kwargs, env_kwargs=env_kwargs,
+        ks=ks, ts=ts, tasks=tasks, attempts=attempts, seed=seed, requested_mode=mode, mode=resolved,
+        show_budget=show_budget, jobs=tuple(build_jobs(tasks, attempts, ts, resolved)),
+    )
+
+
 def evaluate(
     env_id: str,
     policy: str | Policy = "noisy-expert",
@@ -117,8 +185,6 @@ def evaluate(
     mode: Mode = "auto",
     *,
     executor: Executor | None = None,
-    backend: Literal["local", "ray"] = "local",
-    ray_address: str | None = None,
     out: str | Path | None = None,
     resume: bool = False,
     on_record: Callable[[EpisodeRecord], None] | None = None,
@@ -136,18 +202,15 @@ def evaluate(
         ks, ts: the attempts K and budgets T of the grid (every K <= ``attempts``).
         tasks: tasks (env reset seeds derived from ``seed``); attempts: N per task.
         seed: base seed; every episode's seeds derive from (seed, task, attempt).
-        workers: processes (1: in this process); with ``backend="ray"``, Ray actors (1, the
-            default, means one per CPU of the cluster).  The result does not depend on it.
+        workers: processes (1: in this process), when no ``executor`` is given; recorded in
+            the result, which does not depend on it.
         env_kwargs: ``gym.make`` kwargs (``show_budget=True`` shows the budget to the agent),
             on top of the env family's ``eval_kwargs`` (ALFWorld: ``expert_plan_horizon=100``,
             full expert plans for the behaviour metrics); all are recorded in the result.
         mode: ``"auto"``, ``"shortcut"`` or ``"per_t"`` (see the module docstring).
         executor: runs the episodes (default: :func:`~agentgym_budget.eval.rollout.make_executor`
-            with ``workers``); any object with ``run(spec, jobs, on_record)``.
-        backend: ``"local"`` (processes on this machine) or ``"ray"`` (a
-            :class:`~agentgym_budget.distributed.RayExecutor`; needs the ``ray`` extra).
-        ray_address: the Ray cluster to join (``"auto"``, ``"HOST:PORT"``); ``None`` starts a
-            local Ray instance unless Ray is already initialised.
+            with ``workers``); any object with ``run(spec, jobs, on_record)``, e.g. a
+            :class:`~agentgym_budget.distributed.RayExecutor` (extra ``ray``; the caller closes it).
         out: folder to stream ``episodes.jsonl`` into as episodes finish (``None``: no file);
             see :mod:`~agentgym_budget.eval.episode_log`.
         resume: keep the episodes already in ``out`` (from a run with the same settings) and
@@ -156,42 +219,78 @@ def evaluate(
         bootstrap, ci_level: bootstrap resamples over tasks and the CI level per cell.
         early_turns, plan_edges: parameters of the behaviour metrics (see ``eval.metrics``).
     """
-    ks, ts = tuple(int(k) for k in ks), tuple(int(t) for t in ts)
-    _check_args(ks, ts, tasks, attempts, seed)
-    env_kwargs = {**eval_kwargs_of(env_id), **(env_kwargs or {})}  # e.g. full expert plans for the metrics
-    policy_kwargs = dict(policy_kwargs or {})
-    policy_obj = make_policy(policy, **policy_kwargs) if isinstance(policy, str) else policy
-    if not isinstance(policy, str) and policy_kwargs:
-        raise ValueError("policy_kwargs apply to a policy given by name, not to a policy object")
-    show_budget = shows_budget(env_id, env_kwargs)
-    resolved = resolve_mode(mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
-    jobs = build_jobs(tasks, attempts, ts, resolved)
+    plan = plan_evaluation(env_id, policy, ks, ts, tasks, attempts, seed, env_kwargs, policy_kwargs, mode)
+    return run_evaluation(plan, executor=executor, workers=workers, out=out, resume=resume, on_record=on_record,
+                          bootstrap=bootstrap, ci_level=ci_level, early_turns=early_turns, plan_edges=plan_edges)
 
-    if backend not in ("local", "ray"):
-        raise ValueError(f"backend must be 'local' or 'ray', got {backend!r}")
+
+def run_evaluation(
+    plan: EvaluationPlan,
+    *,
+    executor: Executor | None = None,
+    workers: int = 1,
+    out: str | Path | None = None,
+    resume: bool = False,
+    on_record: Callable[[EpisodeRecord], None] | None = None,
+    bootstrap: int = 1000,
+    ci_level: float = 0.95,
+    early_turns: int = DEFAULT_EARLY_TURNS,
+    plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+) -> PassKTResult:
+    """Run a :func:`plan_evaluation`'s episodes (those not already in ``out`` on ``resume``) and score them.
+
+    The arguments are :func:`evaluate`'s.
+    """
     if resume and out is None:
         raise ValueError("resume=True needs out= (the folder holding episodes.jsonl)")
-    owned_executor = None  # an executor made here is closed here
-    if executor is None and backend == "ray":
-        from agentgym_budget.distributed import RayExecutor
-
-        executor = owned_executor = RayExecutor(actors=None if workers == 1 else workers, address=ray_address)
     executor = executor if executor is not None else make_executor(workers)
-    # A serial run reuses the policy built here; other executors rebuild a named policy per worker.
-    reuse = isinstance(executor, SerialExecutor) or not isinstance(policy, str)
-    spec = RolloutSpec(
-        env_id=env_id, policy=policy_obj if reuse else policy, seed=seed, max_budget=max(ts),
-        env_kwargs=env_kwargs, policy_kwargs={} if reuse else policy_kwargs,
+    log, saved = _open_log(plan, out, resume)
+    start = time.perf_counter()
+    new = _run_missing(plan, executor, log, saved, on_record)
+    rollout_seconds = time.perf_counter() - start
+    records = [saved[job] if job in saved else new[job] for job in plan.jobs]
+
+    start = time.perf_counter()
+    metrics = behaviour_metrics(records, plan.ts, early_turns, plan_edges)
+    metrics_seconds = time.perf_counter() - start
+    successes = success_counts(records, plan.ts, plan.tasks)
+    grid = passkt_grid(successes, plan.attempts, plan.ks, plan.ts, bootstrap=bootstrap, ci_level=ci_level,
+                       seed=plan.seed)
+    config = {"env_kwargs": _jsonable(plan.env_kwargs), "policy_kwargs": _jsonable(plan.policy_kwargs),
+              "workers": workers, "executor": type(executor).__name__, "bootstrap": bootstrap,
+              "requested_mode": plan.requested_mode}
+    timing = {"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
+              "steps": sum(r.turns for r in records), "resumed_episodes": len(saved),
+              "episodes_per_second": len(new) / rollout_seconds if rollout_seconds else 0.0}
+    return _assemble_result(plan, records, successes, grid, metrics, config, timing)
+
+
+def _rollout_spec(plan: EvaluationPlan, executor: Executor) -> RolloutSpec:
+    # A serial run reuses the policy built by the plan; other executors rebuild a named policy per worker.
+    reuse = isinstance(executor, SerialExecutor) or not isinstance(plan.policy, str)
+    return RolloutSpec(
+        env_id=plan.env_id, policy=plan.policy_obj if reuse else plan.policy, seed=plan.seed,
+        max_budget=max(plan.ts), env_kwargs=plan.env_kwargs, policy_kwargs={} if reuse else plan.policy_kwargs,
     )
-    log: EpisodeLog | None = None
-    saved: dict[EpisodeJob, EpisodeRecord] = {}
-    if out is not None:
-        run = run_identity(env_id, env_kwargs, getattr(policy_obj, "name", type(policy_obj).__name__), seed,
-                           resolved, [job.budget for job in jobs])
-        log, previous = EpisodeLog.open(out, run, resume)
-        wanted = set(jobs)
-        saved = {job: r for r in previous if (job := EpisodeJob(r.task, r.attempt, r.budget)) in wanted}
-    missing = [job for job in jobs if job not in saved]
+
+
+def _open_log(plan: EvaluationPlan, out: str | Path | None, resume: bool
+              ) -> tuple[EpisodeLog | None, dict[EpisodeJob, EpisodeRecord]]:
+    """The episode log in ``out`` (``None``: no file) and the planned episodes it already holds."""
+    if out is None:
+        return None, {}
+    run = run_identity(plan.env_id, plan.env_kwargs, plan.policy_name, plan.seed, plan.mode,
+                       [job.budget for job in plan.jobs])
+    log, previous = EpisodeLog.open(out, run, resume)
+    wanted = set(plan.jobs)
+    return log, {job: r for r in previous if (job := EpisodeJob(r.task, r.attempt, r.budget)) in wanted}
+
+
+def _run_missing(plan: EvaluationPlan, executor: Executor, log: EpisodeLog | None,
+                 saved: dict[EpisodeJob, EpisodeRecord], on_record: Callable[[EpisodeRecord], None] | None
+                 ) -> dict[EpisodeJob, EpisodeRecord]:
+    """Run the planned episodes not in ``saved``, logging each as it finishes; Ctrl-C/SIGTERM leave a resumable log."""
+    missing = [job for job in plan.jobs if job not in saved]
 
     def record_done(record: EpisodeRecord) -> None:
         if log is not None:
@@ -202,45 +301,32 @@ def evaluate(
     if on_record is not None:  # the episodes kept from the log count as done (e.g. for a progress bar)
         for record in saved.values():
             on_record(record)
-    start = time.perf_counter()
     try:
         with sigterm_as_interrupt():
-            new = dict(zip(missing, executor.run(spec, missing, record_done)))
+            return dict(zip(missing, executor.run(_rollout_spec(plan, executor), missing, record_done)))
     except KeyboardInterrupt as e:
         if log is None:
             raise
         raise EvaluationInterrupted(
-            f"interrupted ({str(e) or 'Ctrl-C'}): {len(saved) + log.written} of {len(jobs)} episodes are saved in "
+            f"interrupted ({str(e) or 'Ctrl-C'}): {len(saved) + log.written} of {len(plan.jobs)} episodes are saved in "
             f"{log.path}; run the same command with --resume (Python: resume=True) to run only the missing ones"
         ) from None
     finally:
         if log is not None:
             log.close()
-        if owned_executor is not None:
-            owned_executor.close()
-    rollout_seconds = time.perf_counter() - start
-    records = [saved[job] if job in saved else new[job] for job in jobs]
 
-    start = time.perf_counter()
-    metrics = behaviour_metrics(records, ts, early_turns, plan_edges)
-    metrics_seconds = time.perf_counter() - start
-    successes = success_counts(records, ts, tasks)
-    grid = passkt_grid(successes, attempts, ks, ts, bootstrap=bootstrap, ci_level=ci_level, seed=seed)
-    plan_lengths = [-1] * tasks
+
+def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], successes: np.ndarray, grid: Any,
+                     metrics: dict[str, Any], config: dict[str, Any], timing: dict[str, Any]) -> PassKTResult:
+    plan_lengths = [-1] * plan.tasks
     if metrics["plan_lengths_known"]:
         for record in records:
             plan_lengths[record.task] = record.plan_length
-    steps = sum(r.turns for r in records)
     return PassKTResult(
-        env_id=env_id, policy=getattr(policy_obj, "name", type(policy_obj).__name__), mode=resolved,
-        show_budget=show_budget, ks=ks, ts=ts, attempts=attempts, seed=seed, successes=successes,
-        task_seeds=[task_seed(seed, task) for task in range(tasks)], plan_lengths=plan_lengths, grid=grid,
-        metrics=metrics,
-        config={"env_kwargs": _jsonable(env_kwargs), "policy_kwargs": _jsonable(policy_kwargs), "workers": workers,
-                "executor": type(executor).__name__, "backend": backend, "bootstrap": bootstrap, "requested_mode": mode},
-        timing={"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
-                "steps": steps, "resumed_episodes": len(saved),
-                "episodes_per_second": len(missing) / rollout_seconds if rollout_seconds else 0.0},
+        env_id=plan.env_id, policy=plan.policy_name, mode=plan.mode, show_budget=plan.show_budget, ks=plan.ks,
+        ts=plan.ts, attempts=plan.attempts, seed=plan.seed, successes=successes,
+        task_seeds=[task_seed(plan.seed, task) for task in range(plan.tasks)], plan_lengths=plan_lengths, grid=grid,
+        metrics=metrics, config=config, timing=timing,
     )
 
 

@@ -29,10 +29,9 @@ from typing import Any, Protocol
 import gymnasium as gym
 import numpy as np
 
-from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK
-from agentgym_budget.envs.registration import BUDGET_OPTIONS
+from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.policies.base import Policy, make_policy
-from agentgym_budget.wrappers.budget import TurnBudget
+from agentgym_budget.text import INVALID_ACTION_FEEDBACK
 
 __all__ = [
     "EpisodeJob",
@@ -42,7 +41,6 @@ __all__ = [
     "RolloutSpec",
     "SerialExecutor",
     "attempt_seed",
-    "find_turn_budget",
     "make_executor",
     "records_for_budget",
     "run_episode",
@@ -136,8 +134,10 @@ class RolloutSpec:
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def make_env(self) -> gym.Env:
-        """The env under a :class:`TurnBudget` (budgets are then forced per episode)."""
-        return make_budgeted_env(self.env_id, self.max_budget, self.env_kwargs)
+        """The env under a :class:`TurnBudget` of ``max_budget`` (budgets are then forced per episode)."""
+        if "budget" in self.env_kwargs:
+            raise ValueError("do not pass budget= in env_kwargs: the evaluator sets the budget of every episode")
+        return make_budget_env(self.env_id, self.max_budget, **self.env_kwargs)
 
     def make_policy(self) -> Policy:
         if isinstance(self.policy, str):
@@ -145,37 +145,6 @@ class RolloutSpec:
         if self.policy_kwargs:
             raise ValueError("policy_kwargs apply to a policy given by name, not to a policy object")
         return self.policy
-
-
-def make_budgeted_env(env_id: str, budget: int, env_kwargs: dict[str, Any]) -> gym.Env:
-    """``gym.make(env_id)`` under a :class:`TurnBudget` of ``budget`` turns and no other step limit.
-
-    ``X-Budget-v0`` ids already wrap :class:`TurnBudget` (``budget=`` is passed through);
-    any other id is made without its ``TimeLimit`` and wrapped here.
-    """
-    spec = gym.spec(env_id)
-    kwargs = dict(env_kwargs)
-    if "budget" in kwargs:
-        raise ValueError("do not pass budget= in env_kwargs: the evaluator sets the budget of every episode")
-    if "budget" in spec.kwargs:  # an X-Budget-v0 id
-        env = gym.make(env_id, budget=budget, disable_env_checker=True, **kwargs)
-    else:
-        budget_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in BUDGET_OPTIONS}
-        unlimited = dataclasses.replace(spec, max_episode_steps=None)
-        env = TurnBudget(gym.make(unlimited, disable_env_checker=True, **kwargs), budget=budget, **budget_kwargs)
-    if find_turn_budget(env) is None:
-        raise ValueError(f"{env_id} did not produce a TurnBudget-wrapped env; cannot set per-episode budgets")
-    return env
-
-
-def find_turn_budget(env: gym.Env) -> TurnBudget | None:
-    """The outermost :class:`TurnBudget` in ``env``'s wrapper chain, if any."""
-    while True:
-        if isinstance(env, TurnBudget):
-            return env
-        if not isinstance(env, gym.Wrapper):
-            return None
-        env = env.env
 
 
 def _plan_len(info: dict[str, Any]) -> int:

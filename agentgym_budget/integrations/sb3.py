@@ -47,7 +47,7 @@ import numpy as np
 from gymnasium import spaces
 
 from agentgym_budget._optional import require
-from agentgym_budget.eval.rollout import find_turn_budget
+from agentgym_budget.wrappers.budget import find_turn_budget
 
 __all__ = ["CommandFeatures", "DiscreteCommands", "HashingBagOfWords", "MaskablePolicy", "TextEncoder"]
 

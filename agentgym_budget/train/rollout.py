@@ -36,16 +36,15 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-from agentgym_budget.envs.registration import family_of
+from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.policies.prompting import build_prompt, parse_action
 from agentgym_budget.train.config import TrainConfig
-from agentgym_budget.wrappers import ProcessReward, TurnBudget
+from agentgym_budget.wrappers import ProcessReward
 
 __all__ = [
     "Episode",
     "LMPolicy",
     "Turn",
-    "budget_env_id",
     "collect_episodes",
     "fit_prompt",
     "generate_replies",
@@ -78,25 +77,12 @@ class Episode:
         return float(self.won) + process_reward_coef * self.process_reward
 
 
-def budget_env_id(env_id: str) -> str | None:
-    """The ``X-Budget-v0`` id of a registered family's id, ``None`` for other ids."""
-    try:
-        return family_of(env_id).ids[1]
-    except gym.error.NameNotFound:
-        return None
-
-
 def make_train_env(config: TrainConfig) -> gym.Env:
     """The training env: ``config.env_id`` under ``TurnBudget(config.budget)`` (+ ``ProcessReward``)."""
-    budget_id = budget_env_id(config.env_id)
-    budget_options = {"budget": config.budget, "show_budget": config.show_budget}
-    if budget_id is not None:
-        env = gym.make(budget_id, **budget_options, **config.env_kwargs)
-    else:
-        env = TurnBudget(gym.make(config.env_id, **config.env_kwargs), **budget_options)
+    env = make_budget_env(config.env_id, config.budget, show_budget=config.show_budget, **config.env_kwargs)
     if config.process_reward:
         # outermost, so it sees the budget's truncation (see ProcessReward's docstring)
-        env = ProcessReward(env, signal=config.process_reward, coef=1.0)
+        return ProcessReward(env, signal=config.process_reward, coef=1.0)
     return env
 
 

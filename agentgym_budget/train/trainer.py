@@ -41,20 +41,21 @@ from typing import Any
 import numpy as np
 import torch
 
-from agentgym_budget.distributed.ray_rollouts import collect_sharded
+from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, turn_samples
 from agentgym_budget.train.kernels import policy_loss
-from agentgym_budget.train.rollout import LMPolicy, budget_env_id, make_train_env
+from agentgym_budget.train.rollout import LMPolicy
+from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory
 
 __all__ = ["Trainer", "load_model_and_tokenizer", "train"]
 
 _CHECKPOINT_PREFIX = "update_"
 
 
-def train(config: TrainConfig) -> list[dict[str, float]]:
+def train(config: TrainConfig, rollout_pool: RolloutPoolFactory | None = None) -> list[dict[str, float]]:
     """Build a :class:`Trainer` for ``config`` and run it; returns the per-update metrics."""
-    return Trainer(config).train()
+    return Trainer(config, rollout_pool).train()
 
 
 def load_model_and_tokenizer(name: str, env_id: str, seed: int, device: torch.device) -> tuple[Any, Any]:
@@ -91,9 +92,20 @@ def _load_tokenizer(name: str) -> Any:
 
 
 class Trainer:
-    """The reference multi-turn GRPO/RLOO trainer (see the module docstring)."""
+    """The reference multi-turn GRPO/RLOO trainer (see the module docstring).
 
-    def __init__(self, config: TrainConfig) -> None:
+    ``rollout_pool`` builds what collects the episodes, ``factory(config, model, tokenizer)``:
+    ``None`` is :class:`~agentgym_budget.train.sharding.LocalRolloutPool` (this process); for
+    ``rollout_backend="ray"`` pass ``agentgym_budget.distributed.RayRolloutPool.for_config``
+    (the CLI does).  Every pool gives the same episodes for the same seeds and shards.
+    """
+
+    def __init__(self, config: TrainConfig, rollout_pool: RolloutPoolFactory | None = None) -> None:
+        if rollout_pool is None and config.rollout_backend != "local":
+            raise ValueError(
+                f"rollout_backend={config.rollout_backend!r} needs its rollout pool: "
+                "Trainer(config, rollout_pool=agentgym_budget.distributed.RayRolloutPool.for_config) "
+                "(the CLI's --rollout-backend ray passes it)")
         self.config = config
         if config.torch_threads is not None:
             torch.set_num_threads(config.torch_threads)
@@ -115,13 +127,7 @@ class Trainer:
         self.optimizer = torch.optim.AdamW(
             self.model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay,
             betas=(config.adam_beta1, config.adam_beta2))
-        self.envs = [make_train_env(config) for _ in range(config.episodes_per_update)]
-        self.rollout_pool = None
-        if config.rollout_backend == "ray":
-            from agentgym_budget.distributed.ray_rollouts import RayRolloutPool
-
-            self.rollout_pool = RayRolloutPool(config, self.model, self.tokenizer, config.rollout_actors,
-                                               address=config.ray_address)
+        self.rollout_pool = (rollout_pool or LocalRolloutPool)(config, self.model, self.tokenizer)
         self.update = 0  # updates done
         self.episodes_done = 0
         self.env_steps_done = 0
@@ -152,8 +158,7 @@ class Trainer:
         if not (config.save_every and self.update % config.save_every == 0):
             self.save_checkpoint()
         self.logger.close()
-        if self.rollout_pool is not None:
-            self.rollout_pool.close()
+        self.rollout_pool.close()
         return history
 
     def train_step(self) -> dict[str, float]:
@@ -162,16 +167,12 @@ class Trainer:
         task_rng = np.random.default_rng([config.seed, update])
         task_seeds = task_rng.integers(0, 2**31 - 1, size=config.tasks_per_update)
         seeds = np.repeat(task_seeds, config.group_size)  # [B*G]; a group shares task and budget
-        self._set_curriculum_progress()
 
         start = time.perf_counter()
         sampling_seed = int(task_rng.integers(2**31 - 1))
-        if self.rollout_pool is not None:
-            episodes = self.rollout_pool.collect(self.model, seeds.tolist(), sampling_seed, config.rollout_shards,
-                                                 self.episodes_done, self.env_steps_done)
-        else:  # rollout_shards=1: one collect_episodes call
-            episodes = collect_sharded(self.model, self.tokenizer, self.envs, seeds.tolist(), config, sampling_seed,
-                                       config.rollout_shards)
+        # rollout_shards=1: one collect_episodes call; the progress drives a curriculum budget
+        episodes = self.rollout_pool.collect(self.model, seeds.tolist(), sampling_seed, config.rollout_shards,
+                                             self.episodes_done, self.env_steps_done)
         rollout_seconds = time.perf_counter() - start
         self.episodes_done += len(episodes)
         self.env_steps_done += sum(len(e.turns) for e in episodes)
@@ -269,13 +270,6 @@ class Trainer:
             out += list(logp.split([len(s.input_ids) - s.prompt_length for s in chunk]))
         model.train(was_training)
         return out
-
-    def _set_curriculum_progress(self) -> None:
-        """Tell every env copy the global progress, so a curriculum budget follows the whole run."""
-        for env in self.envs:
-            schedule = env.get_wrapper_attr("schedule")
-            progress = self.env_steps_done if getattr(schedule, "unit", "episodes") == "steps" else self.episodes_done
-            env.get_wrapper_attr("set_progress")(progress)
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self) -> Any:

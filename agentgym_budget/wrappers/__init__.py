@@ -1,6 +1,6 @@
 """Wrappers for any Gymnasium env: the turn budget and the process reward."""
 
-from agentgym_budget.wrappers.budget import DEFAULT_BUDGET_TEMPLATE, TurnBudget
+from agentgym_budget.wrappers.budget import DEFAULT_BUDGET_TEMPLATE, TurnBudget, find_turn_budget
 from agentgym_budget.wrappers.budget_spec import (
     BudgetSchedule,
     CurriculumBudget,
@@ -21,6 +21,7 @@ __all__ = [
     "ProcessSignal",
     "TurnBudget",
     "UniformBudget",
+    "find_turn_budget",
     "parse_budget_spec",
     "register_subgoal_detector",
 ]

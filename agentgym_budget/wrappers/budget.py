@@ -8,6 +8,7 @@ can show the remaining budget to the agent, and truncates exactly when it is spe
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
@@ -24,7 +25,7 @@ from agentgym_budget.wrappers.budget_spec import (
     parse_budget_spec,
 )
 
-__all__ = ["DEFAULT_BUDGET_TEMPLATE", "TurnBudget"]
+__all__ = ["BUDGET_OPTIONS", "DEFAULT_BUDGET_TEMPLATE", "TurnBudget", "find_turn_budget"]
 
 #: How the remaining budget is shown to the agent when ``show_budget=True``.
 DEFAULT_BUDGET_TEMPLATE = "[Turns left: {turns_left} of {budget}]"
@@ -222,3 +223,24 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
             min_length=space.min_length,
             charset=space.character_set,
         )
+
+
+#: The keyword options of :class:`TurnBudget` (what a budgeted-env factory routes to it, not to the env).
+BUDGET_OPTIONS: frozenset[str] = frozenset(inspect.signature(TurnBudget.__init__).parameters) - {"self", "env"}
+
+
+def find_turn_budget(env: gym.Env) -> TurnBudget | None:
+    """The outermost :class:`TurnBudget` in ``env``'s wrapper chain, if any.
+
+    Example:
+        >>> import gymnasium as gym
+        >>> import agentgym_budget
+        >>> find_turn_budget(gym.make("KeyDoor-Budget-v0")).budget, find_turn_budget(gym.make("KeyDoor-v0"))
+        (4, None)
+    """
+    while True:
+        if isinstance(env, TurnBudget):
+            return env
+        if not isinstance(env, gym.Wrapper):
+            return None
+        env = env.env

@@ -67,14 +67,13 @@ Change log:
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable
 from typing import Any, Literal, Protocol, SupportsFloat, runtime_checkable
 
 import gymnasium as gym
 import numpy as np
 
-from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK
+from agentgym_budget.text import INVALID_ACTION_FEEDBACK, family_name
 
 __all__ = [
     "SIGNALS",
@@ -85,7 +84,6 @@ __all__ = [
     "ProcessSignal",
     "StepRewardSum",
     "SubgoalsReached",
-    "alfworld_subgoals",
     "make_signal",
     "register_subgoal_detector",
 ]
@@ -173,7 +171,8 @@ class StepRewardSum:
 
 
 # -- subgoals -------------------------------------------------------------------------------
-#: Subgoal detectors by backend family name (``"ALFWorld"``, ...): ``(obs, action, info) -> labels``.
+#: Subgoal detectors by backend family name (``"ALFWorld"``, ...): ``(obs, action, info) -> labels``;
+#: the env families register theirs (``agentgym_budget.envs.registration``).
 SUBGOAL_DETECTORS: dict[str, SubgoalDetector] = {}
 
 
@@ -183,42 +182,6 @@ def register_subgoal_detector(family: str, detector: SubgoalDetector) -> Subgoal
         raise TypeError(f"a subgoal detector must be callable, got {detector!r}")
     SUBGOAL_DETECTORS[family] = detector
     return detector
-
-
-# ALFWorld's feedback for the state changes the handcoded expert's subgoals are made of
-# (alfred.twl2; 2.1.1 games say "put ... in/on" where 2.1.2 says "move ... to").
-_ALFWORLD_EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("pick up", re.compile(r"You pick up the ([\w ]+?) from the")),
-    ("heat", re.compile(r"You heat the ([\w ]+?) using the")),
-    ("cool", re.compile(r"You cool the ([\w ]+?) using the")),
-    ("clean", re.compile(r"You clean the ([\w ]+?) using the")),
-    ("turn on", re.compile(r"You turn on the ([\w ]+?)\.")),
-    ("put", re.compile(r"You (?:move the ([\w ]+?) to|put the ([\w ]+?) (?:in|on|in/on)) the ([\w ]+?)\.")),
-)
-
-
-def _kind(name: str) -> str:
-    """``"apple 1"`` -> ``"apple"``: the object type the task text mentions."""
-    return name.rstrip("0123456789 ").lower()
-
-
-def alfworld_subgoals(obs: str, action: str, info: dict[str, Any]) -> list[str]:
-    """Task-relevant ALFWorld subgoals in this turn's feedback, e.g. ``["heat apple 1"]``.
-
-    An event counts only when the object (and, for ``put``, the receptacle) is of a type the
-    task names, so picking up a random object is no progress.
-    """
-    task = str(info.get("task", "")).lower()
-    found = []
-    for verb, pattern in _ALFWORLD_EVENTS:
-        for match in pattern.finditer(obs):
-            groups = [g for g in match.groups() if g]
-            if all(_kind(name) in task for name in groups):
-                found.append(" ".join([verb, groups[0]] + ([f"to {groups[1]}"] if len(groups) > 1 else [])))
-    return found
-
-
-register_subgoal_detector("ALFWorld", alfworld_subgoals)
 
 
 class SubgoalsReached:
@@ -258,11 +221,9 @@ SIGNALS: dict[str, Callable[..., ProcessSignal]] = {
 }
 
 
-def _family_name(env: gym.Env) -> str | None:
+def _detector_of(env: gym.Env) -> SubgoalDetector | None:
     spec = env.unwrapped.spec
-    if spec is None:
-        return None
-    return spec.id.split("/")[-1].split("-")[0]
+    return SUBGOAL_DETECTORS.get(family_name(spec.id)) if spec is not None else None
 
 
 def make_signal(signal: str | StepRewardFn | ProcessSignal, env: gym.Env,
@@ -273,7 +234,7 @@ def make_signal(signal: str | StepRewardFn | ProcessSignal, env: gym.Env,
             raise ValueError(f"unknown process signal {signal!r}; use one of {sorted(SIGNALS)}, a callable "
                              "f(prev_obs, action, obs, info) -> float, or a ProcessSignal object")
         if signal == "subgoal":
-            return SubgoalsReached(detector or SUBGOAL_DETECTORS.get(_family_name(env) or ""))
+            return SubgoalsReached(detector or _detector_of(env))
         return SIGNALS[signal]()
     if detector is not None:
         raise ValueError("detector= only applies to signal='subgoal'")

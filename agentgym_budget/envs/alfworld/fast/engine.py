@@ -44,7 +44,7 @@ from agentgym_budget.envs.alfworld.engine import EngineStep
 from agentgym_budget.envs.alfworld.fast import text
 from agentgym_budget.envs.alfworld.fast.world import UnsupportedGameError, World, compile_world
 
-__all__ = ["FastAlfredEngine", "UnsupportedGameError", "load_world"]
+__all__ = ["FastAlfredEngine", "UnsupportedGameError", "clear_world_cache", "load_world"]
 
 #: An applicable action: (kind, *entity ids), e.g. ("take", apple, countertop).
 _Action = tuple[Any, ...]
@@ -459,4 +459,9 @@ _HAS: dict[str, Callable[[FastAlfredEngine, tuple[str, ...]], bool]] = {
 @functools.lru_cache(maxsize=_WORLD_CACHE_SIZE)
 def _compile_cached(pddl_problem: str, task: str) -> World:
     return compile_world(pddl_problem, task)
+
+
+def clear_world_cache() -> None:
+    """Forget the compiled worlds (so that the next reset of each game compiles it: a cold start)."""
+    _compile_cached.cache_clear()
 

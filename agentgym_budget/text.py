@@ -1,0 +1,30 @@
+"""Text and names that every layer of the package shares (the bottom layer, with ``_optional``).
+
+* :data:`INVALID_ACTION_FEEDBACK` — what every env answers to an action it cannot apply;
+* :func:`family_name` — which env family an env id belongs to (``"ALFWorld-Budget-v0"`` →
+  ``"ALFWorld"``), for ids of ours and of anyone else.
+
+Example:
+    >>> from agentgym_budget.text import INVALID_ACTION_FEEDBACK, family_name
+    >>> INVALID_ACTION_FEEDBACK
+    'Nothing happens.'
+    >>> family_name("TextWorld-Cooking-Budget-v0"), family_name("my_pkg/Maze-v3")
+    ('TextWorld-Cooking', 'Maze')
+"""
+
+from __future__ import annotations
+
+from gymnasium.envs.registration import parse_env_id
+
+__all__ = ["BUDGET_ID_SUFFIX", "INVALID_ACTION_FEEDBACK", "family_name"]
+
+#: What the environments answer to an action they do not understand or cannot apply.
+INVALID_ACTION_FEEDBACK: str = "Nothing happens."
+#: ``X-Budget-v0`` is family ``X`` under a TurnBudget.
+BUDGET_ID_SUFFIX: str = "-Budget"
+
+
+def family_name(env_id: str) -> str:
+    """The family an env id names: its name without namespace, version and ``-Budget``."""
+    _, name, _ = parse_env_id(env_id)
+    return name.removesuffix(BUDGET_ID_SUFFIX)

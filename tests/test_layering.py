@@ -1,0 +1,134 @@
+"""The package's imports only look down its layers, and no module takes another's private names.
+
+The layers, bottom to top (documented in ``agentgym_budget/__init__.py``)::
+
+    _optional, text  <  wrappers  <  envs  <  policies  <  eval  <  train, integrations  <  distributed  <  cli
+
+A module may import its own layer and any layer below it.  Every import statement counts —
+at module level, inside functions, under ``TYPE_CHECKING`` — since each is a dependency.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "agentgym_budget"
+
+#: Each top-level part of the package and its layer (higher may import lower, never the reverse).
+LAYERS: dict[str, int] = {
+    "_optional": 0,
+    "text": 0,
+    "wrappers": 1,
+    "envs": 2,
+    "": 2,  # the package root: importing it registers the envs
+    "policies": 3,
+    "eval": 4,
+    "train": 5,
+    "integrations": 5,
+    "distributed": 6,
+    "cli": 7,
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> int:
+    parts = module.split(".")
+    assert parts[0] == "agentgym_budget", module
+    top = parts[1] if len(parts) > 1 else ""
+    if top not in LAYERS:
+        raise AssertionError(f"{module}: part {top!r} of the package has no layer; add it to LAYERS and the docs")
+    return LAYERS[top]
+
+
+def imports_of(path: Path) -> list[tuple[int, str, list[str]]]:
+    """``(line, imported module, imported names)`` for every import of our package in ``path``."""
+    module = module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    return imports_in(path.read_text(encoding="utf-8"), package)
+
+
+def imports_in(source: str, package: str) -> list[tuple[int, str, list[str]]]:
+    """:func:`imports_of` for the source of a module in ``package`` (relative imports resolved)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name, []) for alias in node.names if alias.name.split(".")[0] == "agentgym_budget"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                target = ".".join([*base, node.module] if node.module else base)
+            else:
+                target = node.module or ""
+            if target.split(".")[0] == "agentgym_budget":
+                found.append((node.lineno, target, [alias.name for alias in node.names]))
+    return found
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+def test_the_walk_sees_every_module_and_knows_every_layer() -> None:
+    assert len(MODULES) > 50
+    for path in MODULES:
+        layer_of(module_name(path))
+
+
+def test_the_walk_reads_relative_and_function_level_imports() -> None:
+    # The checker has teeth: imports inside functions, relative ones and plain ``import`` are all seen.
+    source = (
+        "import os\n"
+        "import agentgym_budget.cli\n"
+        "def f():\n    from agentgym_budget.envs.base import TextEnv\n"
+        "from ..eval import evaluate\n"
+        "from . import _secret\n"
+    )
+    assert imports_in(source, "agentgym_budget.wrappers") == [
+        (2, "agentgym_budget.cli", []),
+        (5, "agentgym_budget.eval", ["evaluate"]),
+        (6, "agentgym_budget.wrappers", ["_secret"]),
+        (4, "agentgym_budget.envs.base", ["TextEnv"]),
+    ]
+    assert layer_of("agentgym_budget.wrappers.budget") < layer_of("agentgym_budget.envs.base")
+
+
+def test_imports_only_look_down_the_layers() -> None:
+    upward = []
+    for path in MODULES:
+        importer = module_name(path)
+        for line, target, _ in imports_of(path):
+            if layer_of(target) > layer_of(importer):
+                upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {importer} imports {target}")
+    assert not upward, "imports that look up a layer:\n" + "\n".join(upward)
+
+
+def test_no_module_imports_another_modules_private_names() -> None:
+    private = []
+    for path in MODULES:
+        importer = module_name(path)
+        for line, target, names in imports_of(path):
+            if target == importer:
+                continue
+            for name in names:
+                if name.startswith("_") and not name.startswith("__"):
+                    private.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {name} from {target}")
+    assert not private, "private names imported across modules:\n" + "\n".join(private)
+
+
+@pytest.mark.parametrize("folder", ["benchmarks", "tools"])
+def test_scripts_use_only_public_names(folder: str) -> None:
+    scripts = sorted((PACKAGE.parent / folder).rglob("*.py"))
+    private = []
+    for path in scripts:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("agentgym_budget"):
+                private += [f"{path.name}:{node.lineno}: {a.name}" for a in node.names
+                            if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not private, "\n".join(private)
