@@ -168,22 +168,35 @@ def _compare(args: argparse.Namespace) -> int:
 
 def _list(_: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.padding import Padding
 
-    from agentgym_budget.envs.registration import FAMILIES
+    from agentgym_budget.envs.registration import FAMILIES, MULTI_AGENT_FAMILIES
 
     console = Console()
     console.print(f"[bold]{len(FAMILIES)} environment families[/bold] (each registers X-v0 and X-Budget-v0)\n")
     for family in FAMILIES:
-        if family.installed:
-            status = "[green]installed[/green]"
-        else:
-            status = f"[red]not installed[/red]: pip install 'agentgym-budget[{family.extra}]'"
-        module = family.entry_point.split(":")[0].removeprefix("agentgym_budget.")
-        console.print(f"[bold]{', '.join(family.ids)}[/bold]  {status}")
-        console.print(Padding(f"backend {module}, extra {family.extra or '-'}: {family.description}", (0, 0, 1, 4)),
-                      style="dim", highlight=False)
+        _print_family(console, ", ".join(family.ids), family.installed, family.extra, family.entry_point,
+                      family.description)
+    console.print(f"[bold]{len(MULTI_AGENT_FAMILIES)} multi-agent (PettingZoo) families[/bold] "
+                  "(made with agentgym_budget.envs.registration.make_multi_agent_env(id))\n")
+    for ma_family in MULTI_AGENT_FAMILIES:
+        _print_family(console, ma_family.id, ma_family.installed, ma_family.extra, ma_family.parallel_entry_point,
+                      ma_family.description)
     return 0
+
+
+def _print_family(console: Any, ids: str, installed: bool, extra: str | None, entry_point: str,
+                  description: str) -> None:
+    from rich.markup import escape
+    from rich.padding import Padding
+
+    if installed:
+        status = "[green]installed[/green]"
+    else:  # escaped: rich would read "[webshop]" as a markup tag and drop it
+        status = "[red]not installed[/red]: " + escape(f"pip install 'agentgym-budget[{extra}]'")
+    module = entry_point.split(":")[0].removeprefix("agentgym_budget.")
+    console.print(f"[bold]{ids}[/bold]  {status}")
+    console.print(Padding(f"backend {module}, extra {extra or '-'}: {description}", (0, 0, 1, 4)),
+                  style="dim", highlight=False)
 
 
 def _train(args: argparse.Namespace) -> int:

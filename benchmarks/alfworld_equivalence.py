@@ -2,11 +2,11 @@
 
 Every episode resets both engines on the same game and plays the same commands — the
 handcoded expert's, the expert's with random detours, or random admissible and inadmissible
-strings (see :mod:`agentgym_budget.envs.alfworld.fast.differential`) — and compares, at every
+strings (see :mod:`tools.alfworld.differential`) — and compares, at every
 step, the observation text, the admissible commands (order included), ``won`` (the reward is
 derived from it) and the expert's next action.  Games: every bundled ``valid_seen`` and
 ``valid_unseen`` game, a sample of ``train``, and random edge-case games
-(:mod:`agentgym_budget.envs.alfworld.fast.fuzz`).  It prints the number of compared steps and
+(:mod:`tools.alfworld.fuzz`).  It prints the number of compared steps and
 every mismatch.  The real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
 per core here with TextWorld's parsers memoized (:func:`~agentgym_budget.envs.alfworld.
 textworld_engine.memoize_textworld_parsers`, same output; ``--no-memo`` turns it off).
@@ -50,7 +50,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 
 def _games(args: argparse.Namespace) -> list:
-    from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game
+    from tools.alfworld.fuzz import fuzz_game
     from agentgym_budget.envs.alfworld.game import load_games
 
     rng = random.Random(args.seed)
@@ -67,7 +67,7 @@ def _games(args: argparse.Namespace) -> list:
 def _run_shard(args: argparse.Namespace, games: list, shard: int) -> dict:
     """Compare the engines on ``games`` (one process); returns counts, mismatches, transcripts."""
     from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
-    from agentgym_budget.envs.alfworld.fast.differential import MODES, compare_episode
+    from tools.alfworld.differential import MODES, compare_episode
     from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine, memoize_textworld_parsers
 
     if not args.no_memo:

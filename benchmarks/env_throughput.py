@@ -151,8 +151,8 @@ RATIOS = (("alfworld fast / textworld", "alfworld-fast", "alfworld-textworld"),)
 
 def alfworld_workload(args: argparse.Namespace) -> Workload:
     from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
-    from agentgym_budget.envs.alfworld.fast.differential import next_command
-    from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game
+    from tools.alfworld.differential import next_command
+    from tools.alfworld.fuzz import fuzz_game
 
     try:
         from agentgym_budget.envs.alfworld.game import load_games

@@ -18,7 +18,7 @@ import pytest
 
 from agentgym_budget.envs.alfworld.engine import CloneableAlfredEngine, EngineStep, make_engine
 from agentgym_budget.envs.alfworld.fast import FastAlfredEngine, UnsupportedGameError, compile_world
-from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game
+from tools.alfworld.fuzz import fuzz_game
 from agentgym_budget.envs.alfworld.fast.pddl import GoalChecker, PddlSyntaxError, SetFacts, parse_problem
 from agentgym_budget.envs.alfworld.fast.text import listing
 from agentgym_budget.envs.alfworld.fast.world import demangle
@@ -357,7 +357,7 @@ def test_fast_engine_imports_neither_textworld_nor_alfworld():
     code = (
         "import sys, random\n"
         "from agentgym_budget.envs.alfworld.fast import FastAlfredEngine\n"
-        "from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game\n"
+        "from tools.alfworld.fuzz import fuzz_game\n"
         "FastAlfredEngine().reset(fuzz_game(random.Random(0)))\n"
         "bad = [m for m in sys.modules if m.split('.')[0] in ('textworld', 'alfworld', 'fast_downward')]\n"
         "assert not bad, bad\n"

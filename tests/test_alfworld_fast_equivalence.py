@@ -15,8 +15,8 @@ import pytest
 
 from agentgym_budget._optional import is_installed
 from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
-from agentgym_budget.envs.alfworld.fast.differential import MODES, compare_episode
-from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game
+from tools.alfworld.differential import MODES, compare_episode
+from tools.alfworld.fuzz import fuzz_game
 
 pytestmark = pytest.mark.skipif(
     not all(is_installed(m) for m in ("textworld", "alfworld", "fast_downward")),

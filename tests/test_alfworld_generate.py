@@ -15,13 +15,13 @@ pytestmark = pytest.mark.skipif(not is_installed("alfworld"), reason="generation
 
 @pytest.fixture(scope="module")
 def generated():
-    from agentgym_budget.envs.alfworld.generate import generate_games
+    from tools.alfworld.generate import generate_games
 
     return generate_games("valid_seen", 24, seed=0)
 
 
 def test_same_seed_same_games_and_the_bundled_splits_are_that_output(generated) -> None:
-    from agentgym_budget.envs.alfworld.generate import generate_games
+    from tools.alfworld.generate import generate_games
 
     assert generate_games("valid_seen", 24, seed=0) == generated
     assert generate_games("valid_seen", 24, seed=1) != generated
@@ -80,7 +80,7 @@ def test_goal_sentence_comes_from_upstream_templates(generated) -> None:
 
 
 def test_check_and_apply_drop_unsolved_games_and_record_engines(tmp_path, generated) -> None:
-    from agentgym_budget.envs.alfworld.generate import apply_checks, write_split
+    from tools.alfworld.generate import apply_checks, write_split
 
     games = generated[:4]
     write_split(games, tmp_path / "valid_seen.jsonl.xz")

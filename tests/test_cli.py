@@ -53,6 +53,16 @@ def test_list_names_envs_and_installation(capsys) -> None:
     assert main(["list"]) == 0
     out = capsys.readouterr().out
     assert "ALFWorld-Budget-v0" in out and "KeyDoor-v0" in out and "installed" in out
+    assert "SharedHousehold-v0" in out  # the multi-agent env, made by id through our registry
+
+
+def test_list_prints_the_pip_extra_of_a_missing_backend(capsys, monkeypatch) -> None:
+    from agentgym_budget.envs.registration import EnvFamily
+
+    monkeypatch.setattr(EnvFamily, "installed", property(lambda self: self.extra is None))
+    assert main(["list"]) == 0
+    out = " ".join(capsys.readouterr().out.split())  # the console may wrap long lines
+    assert "not installed: pip install 'agentgym-budget[webshop]'" in out  # not eaten as rich markup
 
 
 def test_errors_are_reported_not_raised(tmp_path, capsys) -> None:

@@ -1,4 +1,4 @@
-"""Every docstring example in the package runs and prints what it says (``doctest``).
+"""Every docstring example in the package and in ``tools/`` runs and prints what it says (``doctest``).
 
 A module whose optional backend is not installed is skipped, naming the missing module.
 """
@@ -13,13 +13,16 @@ from pathlib import Path
 
 import pytest
 
+import tools
+
 import agentgym_budget
 from agentgym_budget._optional import MissingBackendError
 
 
 def _modules_with_examples() -> list[str]:
     names = []
-    for info in pkgutil.walk_packages(agentgym_budget.__path__, prefix="agentgym_budget."):
+    packages = [(agentgym_budget.__path__, "agentgym_budget."), (tools.__path__, "tools.")]
+    for info in (info for path, prefix in packages for info in pkgutil.walk_packages(path, prefix=prefix)):
         spec = importlib.util.find_spec(info.name)
         if spec is not None and spec.origin and ">>> " in Path(spec.origin).read_text(encoding="utf-8"):
             names.append(info.name)

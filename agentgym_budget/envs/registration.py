@@ -23,9 +23,10 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
+from gymnasium.envs.registration import load_env_creator
 
 from agentgym_budget._optional import is_installed
 from agentgym_budget.text import BUDGET_ID_SUFFIX, family_name
@@ -35,11 +36,14 @@ from agentgym_budget.wrappers.process_reward import register_subgoal_detector
 
 __all__ = [
     "FAMILIES",
+    "MULTI_AGENT_FAMILIES",
     "EnvFamily",
+    "MultiAgentFamily",
     "budget_env_id",
     "eval_kwargs_of",
     "family_of",
     "make_budget_env",
+    "make_multi_agent_env",
     "register_envs",
 ]
 
@@ -139,6 +143,61 @@ FAMILIES: tuple[EnvFamily, ...] = (
         default_budget="fixed:100",
     ),
 )
+
+
+@dataclass(frozen=True)
+class MultiAgentFamily:
+    """A multi-agent (PettingZoo) env family.  PettingZoo has no registry, so ours makes it by id.
+
+    ``parallel_entry_point`` builds the ``ParallelEnv``, ``aec_entry_point`` the AEC env; turn
+    budgets come from ``agentgym_budget.integrations.pettingzoo_budget`` (``ParallelTurnBudget``).
+    """
+
+    name: str
+    parallel_entry_point: str
+    aec_entry_point: str
+    description: str
+    extra: str | None = None
+    requires: tuple[str, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return f"{self.name}-v0"
+
+    @property
+    def installed(self) -> bool:
+        return all(is_installed(module) for module in self.requires)
+
+
+MULTI_AGENT_FAMILIES: tuple[MultiAgentFamily, ...] = (
+    MultiAgentFamily(
+        name="SharedHousehold",
+        parallel_entry_point="agentgym_budget.envs.household.shared_household:parallel_env",
+        aec_entry_point="agentgym_budget.envs.household.shared_household:env",
+        description="multi-agent household: 1-4 agents share one put-objects-on-the-table task (PettingZoo "
+        "Parallel and AEC; n_agents=, n_objects=); wrap in ParallelTurnBudget for a turn budget",
+        extra="multiagent",
+        requires=("pettingzoo",),
+    ),
+)
+
+
+def make_multi_agent_env(env_id: str, api: Literal["parallel", "aec"] = "parallel", **kwargs: Any) -> Any:
+    """Make a multi-agent env by id: the PettingZoo ``ParallelEnv`` (or, ``api="aec"``, the AEC env).
+
+    Example:
+        >>> env = make_multi_agent_env("SharedHousehold-v0", n_agents=3)  # needs the multiagent extra
+        >>> env.reset(seed=0)[0].keys()
+        dict_keys(['alice', 'bob', 'carol'])
+    """
+    if api not in ("parallel", "aec"):
+        raise ValueError(f"api must be 'parallel' or 'aec', got {api!r}")
+    for family in MULTI_AGENT_FAMILIES:
+        if family.id == env_id:
+            entry_point = family.parallel_entry_point if api == "parallel" else family.aec_entry_point
+            return load_env_creator(entry_point)(**kwargs)
+    known = ", ".join(f.id for f in MULTI_AGENT_FAMILIES)
+    raise ValueError(f"unknown multi-agent env id {env_id!r}; known ids: {known}")
 
 
 def family_of(env_id: str) -> EnvFamily:

@@ -2,10 +2,10 @@
 
 * :mod:`agentgym_budget.integrations.sb3` — Stable-Baselines3 / sb3-contrib: text envs as
   ``Discrete`` over admissible commands with action masks and a ``Box`` observation encoder.
-* :mod:`agentgym_budget.integrations.pettingzoo` — a multi-agent text world as a PettingZoo
-  ``ParallelEnv`` / AEC env.
 * :mod:`agentgym_budget.integrations.pettingzoo_budget` — turn budgets (per-agent or shared)
   for any PettingZoo ``ParallelEnv`` (AEC envs through PettingZoo's standard conversions).
 * :mod:`agentgym_budget.integrations.vector` — Gymnasium vector envs over text envs
   (``AsyncVectorEnv`` without shared memory; autoreset modes).
+
+The multi-agent household env itself is an environment: :mod:`agentgym_budget.envs.household`.
 """

@@ -22,10 +22,10 @@ adds ``[Turns left: x of T]`` to text observations.  Curriculum progress counts 
 (joint) steps, or is set with :meth:`set_progress`.
 
 Example:
-    >>> from agentgym_budget.integrations.pettingzoo import parallel_env
+    >>> from agentgym_budget.envs.household import parallel_env
     >>> from agentgym_budget.integrations.pettingzoo_budget import ParallelTurnBudget
     >>> env = ParallelTurnBudget(parallel_env(n_agents=2), budget="mix:1,2", mode="per_agent")
-    >>> observations, infos = env.reset(seed=2)
+    >>> observations, infos = env.reset(seed=6)
     >>> infos["alice"]["budget"], infos["bob"]["budget"]
     (1, 2)
     >>> _, _, terminations, truncations, infos = env.step({"alice": "look", "bob": "look"})
@@ -35,82 +35,57 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, Literal
 
 import gymnasium as gym
-import numpy as np
 
 from agentgym_budget._optional import require
-from agentgym_budget.wrappers.budget import DEFAULT_BUDGET_TEMPLATE
-from agentgym_budget.wrappers.budget_spec import (
-    BudgetSchedule,
-    BudgetSpec,
-    CurriculumBudget,
-    Interpolation,
-    ProgressUnit,
-    parse_budget_spec,
-)
+from agentgym_budget.wrappers.budget_core import BudgetCore
+from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 pettingzoo = require("pettingzoo", extra="multiagent", what="agentgym_budget.integrations.pettingzoo_budget")
 from pettingzoo.utils.wrappers import BaseParallelWrapper, BaseWrapper  # noqa: E402
 
-__all__ = ["AECTurnBudget", "BudgetMode", "ParallelTurnBudget", "TeamBudget"]
+__all__ = ["AECTurnBudget", "AgentBudgets", "BudgetMode", "ParallelTurnBudget"]
 
 BudgetMode = Literal["shared", "per_agent"]
 NoopAction = Callable[[str], Any] | Any
-# Budget seeds get their own stream so that wrapping never changes the wrapped env's draws.
-_BUDGET_STREAM = 0x7B5D6E8
 _SHARED = "__shared__"
 
 
-class TeamBudget:
-    """The budget bookkeeping both wrappers share: schedule, per-episode draws, turns spent."""
+class AgentBudgets:
+    """Whose turns count: one budget for the team or one per agent, over a shared :class:`BudgetCore`.
 
-    def __init__(self, budget: BudgetSpec, mode: BudgetMode, *, budgets: Sequence[int] | None = None,
-                 weights: Sequence[float] | None = None, low: int | None = None, high: int | None = None,
-                 schedule: Sequence[tuple[float, int]] | None = None, progress_unit: ProgressUnit = "episodes",
-                 interpolation: Interpolation = "linear", show_budget: bool = False,
-                 budget_template: str = DEFAULT_BUDGET_TEMPLATE) -> None:
+    The core draws (one RNG, one seed stream, forced budgets), annotates and shows the text;
+    this class only keeps each key's (budget, turns spent).
+    """
+
+    def __init__(self, budget: BudgetSpec, mode: BudgetMode = "shared", **budget_options: Any) -> None:
         if mode not in ("shared", "per_agent"):
             raise ValueError(f"mode must be 'shared' or 'per_agent', got {mode!r}")
-        self.schedule: BudgetSchedule = parse_budget_spec(
-            budget, budgets=budgets, weights=weights, low=low, high=high, schedule=schedule,
-            progress_unit=progress_unit, interpolation=interpolation,
-        )
-        self.mode = mode
-        self.show_budget = bool(show_budget)
-        self.budget_template = budget_template
-        self.progress = 0.0
-        self.rng = np.random.default_rng()
+        self.core, self.mode = BudgetCore(budget, **budget_options), mode
         self.budgets: dict[str, int] = {}
         self.turns: dict[str, int] = {}
         self._forced: int | None = None
-        self._spaces: dict[str, tuple[gym.spaces.Space, gym.spaces.Space]] = {}
 
     def start(self, seed: int | None, options: dict[str, Any] | None) -> dict[str, Any] | None:
         """Begin an episode; returns the options without ``budget`` for the wrapped env."""
-        if seed is not None:
-            self.rng = np.random.default_rng([seed, _BUDGET_STREAM])
-        options = dict(options or {})
-        forced = options.pop("budget", None)
-        if forced is not None and (isinstance(forced, bool) or not isinstance(forced, (int, np.integer)) or forced < 1):
-            raise ValueError(f"reset(options={{'budget': ...}}) needs an int >= 1, got {forced!r}")
-        self._forced = None if forced is None else int(forced)
+        self.core.seed(seed)
+        self._forced, env_options = self.core.take_forced(options)
         self.budgets, self.turns = {}, {}
         if self.mode == "shared":
             self._draw(_SHARED)
-        if self.counts_in("episodes"):
-            self.progress += 1
-        return options or None
+        if self.core.counts_episodes:
+            self.core.progress += 1
+        return env_options
 
     def _key(self, agent: str) -> str:
         return _SHARED if self.mode == "shared" else agent
 
     def _draw(self, key: str) -> None:
         if key not in self.budgets:
-            sampled = self.schedule.sample(self.rng, self.progress)
-            self.budgets[key] = self._forced if self._forced is not None else int(sampled)
+            self.budgets[key] = self.core.draw(self._forced)
             self.turns[key] = 0
 
     def budget(self, agent: str) -> int:
@@ -123,8 +98,8 @@ class TeamBudget:
         key = _SHARED if agent is None else self._key(agent)
         self._draw(key)
         self.turns[key] += 1
-        if self.counts_in("steps"):
-            self.progress += 1
+        if self.core.counts_steps:
+            self.core.progress += 1
 
     def turn(self, agent: str) -> int:
         self.budget(agent)
@@ -133,75 +108,54 @@ class TeamBudget:
     def exhausted(self, agent: str) -> bool:
         return self.turn(agent) >= self.budget(agent)
 
-    def counts_in(self, unit: str) -> bool:
-        return isinstance(self.schedule, CurriculumBudget) and self.schedule.unit == unit
-
     def annotate(self, agent: str, info: dict[str, Any]) -> dict[str, Any]:
-        info["budget"], info["turn"] = self.budget(agent), self.turn(agent)
-        info["turns_left"] = max(info["budget"] - info["turn"], 0)
-        return info
+        return self.core.annotate(info, self.budget(agent), self.turn(agent))
 
     def observe(self, agent: str, observation: Any) -> Any:
-        if not self.show_budget or not isinstance(observation, str):
-            return observation
-        budget, turn = self.budget(agent), self.turn(agent)
-        shown = self.budget_template.format(turns_left=max(budget - turn, 0), budget=budget, turn=turn)
-        return f"{observation}\n\n{shown}"
+        return self.core.show(observation, self.budget(agent), self.turn(agent))
 
-    def observation_space(self, agent: str, space: gym.spaces.Space) -> gym.spaces.Space:
-        """``space`` widened for the shown budget; the same object while ``space`` is (PettingZoo's API test checks)."""
-        if not self.show_budget:
-            return space
-        cached = self._spaces.get(agent)
-        if cached is not None and cached[0] is space:
-            return cached[1]
-        if not isinstance(space, gym.spaces.Text):
-            raise ValueError(f"show_budget=True needs Text observation spaces, got {space}")
-        widest = self.budget_template.format(turns_left=10**9 - 1, budget=10**9 - 1, turn=10**9 - 1)
-        shown = gym.spaces.Text(max_length=space.max_length + len(widest) + 2, min_length=space.min_length,
-                                charset=space.character_set)
-        self._spaces[agent] = (space, shown)
-        return shown
+
+class _TurnBudgetMixin:
+    """What both PettingZoo wrappers share: their :class:`AgentBudgets` and its public controls."""
+
+    env: Any
+
+    def _init_budgets(self, budget: BudgetSpec, mode: BudgetMode, noop_action: NoopAction | None,
+                      budget_options: dict[str, Any]) -> None:
+        self.team = AgentBudgets(budget, mode, **budget_options)
+        self.noop_action = noop_action
+
+    def observation_space(self, agent: str) -> gym.spaces.Space:
+        return self.team.core.observation_space(self.env.observation_space(agent))
 
     def set_progress(self, progress: float) -> None:
-        if not np.isfinite(progress) or progress < 0:
-            raise ValueError(f"progress must be finite and >= 0, got {progress!r}")
-        self.progress = float(progress)
+        """Set the curriculum progress (episodes or turns, per the schedule's unit)."""
+        self.team.core.set_progress(progress)
 
 
 def _noop_for(noop_action: NoopAction | None, agent: str) -> Any:
     return noop_action(agent) if callable(noop_action) else noop_action
 
 
-class ParallelTurnBudget(BaseParallelWrapper):
+class ParallelTurnBudget(_TurnBudgetMixin, BaseParallelWrapper):
     """A turn budget (shared or per-agent) for a PettingZoo ``ParallelEnv`` (see the module docstring).
 
     Args:
         env: any ``ParallelEnv``.
-        budget, budgets, weights, low, high, schedule, progress_unit, interpolation: the budget
-            schedule, as for :class:`~agentgym_budget.wrappers.TurnBudget`.
+        budget, **budget_options: the budget and the options of
+            :class:`~agentgym_budget.wrappers.TurnBudget` (schedule keywords such as ``budgets=``,
+            ``low=``, ``schedule=``; ``show_budget``, ``budget_template``, ``budget_position``).
         mode: ``"shared"`` (one budget of joint steps) or ``"per_agent"``.
         noop_action: per-agent mode: the action played for agents whose budget is spent
             (a value or ``agent -> action``); ``None``: they get no action.
-        show_budget, budget_template: show ``[Turns left: x of T]`` in text observations.
     """
 
     def __init__(self, env: Any, budget: BudgetSpec, *, mode: BudgetMode = "shared",
-                 noop_action: NoopAction | None = None, show_budget: bool = False,
-                 budget_template: str = DEFAULT_BUDGET_TEMPLATE, **schedule_options: Any) -> None:
+                 noop_action: NoopAction | None = None, **budget_options: Any) -> None:
         super().__init__(env)
-        self.team = TeamBudget(budget, mode, show_budget=show_budget, budget_template=budget_template,
-                               **schedule_options)
-        self.noop_action = noop_action
+        self._init_budgets(budget, mode, noop_action, budget_options)
         self.agents: list[str] = []
         self._removed: set[str] = set()  # agents whose budget ran out (they left `agents`)
-
-    def observation_space(self, agent: str) -> gym.spaces.Space:
-        return self.team.observation_space(agent, self.env.observation_space(agent))
-
-    def set_progress(self, progress: float) -> None:
-        """Set the curriculum progress (episodes or joint steps, per the schedule's unit)."""
-        self.team.set_progress(progress)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None):
         env_options = self.team.start(seed, options)
@@ -236,7 +190,7 @@ class ParallelTurnBudget(BaseParallelWrapper):
         return f"ParallelTurnBudget<{self.env!s}>"
 
 
-class AECTurnBudget(BaseWrapper):
+class AECTurnBudget(_TurnBudgetMixin, BaseWrapper):
     """A turn budget (shared or per-agent) for a PettingZoo AEC env (see the module docstring).
 
     Same arguments as :class:`ParallelTurnBudget`; a turn is one move.  Agents the budget
@@ -247,25 +201,15 @@ class AECTurnBudget(BaseWrapper):
     """
 
     def __init__(self, env: Any, budget: BudgetSpec, *, mode: BudgetMode = "shared",
-                 noop_action: NoopAction | None = None, show_budget: bool = False,
-                 budget_template: str = DEFAULT_BUDGET_TEMPLATE, **schedule_options: Any) -> None:
+                 noop_action: NoopAction | None = None, **budget_options: Any) -> None:
         super().__init__(env)
-        self.team = TeamBudget(budget, mode, show_budget=show_budget, budget_template=budget_template,
-                               **schedule_options)
-        self.noop_action = noop_action
+        self._init_budgets(budget, mode, noop_action, budget_options)
         self._ended: list[str] = []  # out of budget, still shown (dead) until the caller's step(None)
         self._removed: set[str] = set()  # removed for the caller; the wrapped env may still run them
         self._closing = False  # the episode is over for everyone: dead steps are served here
 
-    def observation_space(self, agent: str) -> gym.spaces.Space:
-        return self.team.observation_space(agent, self.env.observation_space(agent))
-
     def observe(self, agent: str) -> Any:
         return self.team.observe(agent, self.env.observe(agent))
-
-    def set_progress(self, progress: float) -> None:
-        """Set the curriculum progress (episodes or moves, per the schedule's unit)."""
-        self.team.set_progress(progress)
 
     def reset(self, seed: int | None = None, options: dict[str, Any] | None = None) -> None:
         self.env.reset(seed=seed, options=self.team.start(seed, options))

@@ -9,32 +9,14 @@ can show the remaining budget to the agent, and truncates exactly when it is spe
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
-import numpy as np
-from gymnasium import spaces
 
-from agentgym_budget.wrappers.budget_spec import (
-    BudgetSchedule,
-    BudgetSpec,
-    CurriculumBudget,
-    Interpolation,
-    ProgressUnit,
-    parse_budget_spec,
-)
+from agentgym_budget.wrappers.budget_core import DEFAULT_BUDGET_TEMPLATE, SCHEDULE_OPTIONS, BudgetCore
+from agentgym_budget.wrappers.budget_spec import BudgetSchedule, BudgetSpec
 
 __all__ = ["BUDGET_OPTIONS", "DEFAULT_BUDGET_TEMPLATE", "TurnBudget", "find_turn_budget"]
-
-#: How the remaining budget is shown to the agent when ``show_budget=True``.
-DEFAULT_BUDGET_TEMPLATE = "[Turns left: {turns_left} of {budget}]"
-# Budget seeds get their own stream so that wrapping an env never changes its task sequence.
-_BUDGET_STREAM = 0x7B5D6E7
-# Shown-budget texts kept formatted, over all budgets (huge budgets: later turns are formatted anew).
-_MAX_SHOWN_TEXTS = 4096
-# Width reserved for the numbers in a shown budget (budgets forced via options may be large).
-_NUMBER_WIDTH = 9
 
 
 class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
@@ -85,49 +67,37 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         env: gym.Env,
         budget: BudgetSpec,
         *,
-        budgets: Sequence[int] | None = None,
-        weights: Sequence[float] | None = None,
-        low: int | None = None,
-        high: int | None = None,
-        schedule: Sequence[tuple[float, int]] | None = None,
-        progress_unit: ProgressUnit = "episodes",
-        interpolation: Interpolation = "linear",
         show_budget: bool = False,
         budget_template: str = DEFAULT_BUDGET_TEMPLATE,
         budget_position: str = "suffix",
+        **schedule_options: Any,
     ) -> None:
         gym.utils.RecordConstructorArgs.__init__(
-            self, budget=budget, budgets=budgets, weights=weights, low=low, high=high, schedule=schedule,
-            progress_unit=progress_unit, interpolation=interpolation, show_budget=show_budget,
-            budget_template=budget_template, budget_position=budget_position,
+            self, budget=budget, show_budget=show_budget, budget_template=budget_template,
+            budget_position=budget_position, **schedule_options,
         )
         gym.Wrapper.__init__(self, env)
-        self.schedule: BudgetSchedule = parse_budget_spec(
-            budget, budgets=budgets, weights=weights, low=low, high=high, schedule=schedule,
-            progress_unit=progress_unit, interpolation=interpolation,
-        )
-        self.show_budget = bool(show_budget)
-        self.budget_template = budget_template
-        if budget_position not in ("prefix", "suffix"):
-            raise ValueError(f"budget_position must be 'prefix' or 'suffix', got {budget_position!r}")
-        self.budget_position = budget_position
-        if self.show_budget:
-            self.observation_space = self._shown_budget_space(env.observation_space)
-
-        self.progress: float = 0.0
-        # Resolved once: step() is a hot path (a fast engine steps in tens of microseconds).
-        counted_in = self.schedule.unit if isinstance(self.schedule, CurriculumBudget) else None
-        self._counts_episodes, self._counts_steps = counted_in == "episodes", counted_in == "steps"
-        self._prefix = budget_position == "prefix"
-        # Shown-budget texts by budget, then by turn; ``_episode_texts`` is the current budget's.
-        self._shown_texts: dict[int, dict[int, str]] = {}
-        self._episode_texts: dict[int, str] = {}
-        self._shown_count = 0  # texts cached over all budgets (at most _MAX_SHOWN_TEXTS)
-        self._budget_rng: np.random.Generator = np.random.default_rng()
+        self.core = BudgetCore(budget, show_budget=show_budget, budget_template=budget_template,
+                               budget_position=budget_position, **schedule_options)
+        if self.core.show_budget:
+            self.observation_space = self.core.observation_space(env.observation_space)
         self._budget: int = self.schedule.max_budget
         self._turn: int = 0
 
     # -- public state ---------------------------------------------------------------------
+    @property
+    def schedule(self) -> BudgetSchedule:
+        return self.core.schedule
+
+    @property
+    def show_budget(self) -> bool:
+        return self.core.show_budget
+
+    @property
+    def progress(self) -> float:
+        """Curriculum progress: finished resets or steps of this env copy, or what :meth:`set_progress` set."""
+        return self.core.progress
+
     @property
     def budget(self) -> int:
         """The current episode's budget."""
@@ -139,94 +109,41 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
 
     def set_progress(self, progress: float) -> None:
         """Set the curriculum progress (episodes or env steps, per the schedule's unit)."""
-        if not np.isfinite(progress) or progress < 0:
-            raise ValueError(f"progress must be finite and >= 0, got {progress!r}")
-        self.progress = float(progress)
+        self.core.set_progress(progress)
 
     # -- the gymnasium API --------------------------------------------------------------
-    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
-        if seed is not None:
-            self._budget_rng = np.random.default_rng([seed, _BUDGET_STREAM])
-        options = dict(options or {})
-        forced = options.pop("budget", None)
-        self._budget = self._draw_budget(forced)
-        self._turn = 0
-        if len(self._shown_texts) >= 256:  # many forced budgets: do not grow without bound
-            self._shown_texts.clear()
-            self._shown_count = 0
-        self._episode_texts = self._shown_texts.setdefault(self._budget, {})
-        obs, info = self.env.reset(seed=seed, options=options or None)
-        if self._counts_episodes:
-            self.progress += 1
-        return self._observe(obs), self._annotate(info)
-
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
-        # Written out flat: this wraps engines that step in ~10 µs, so every call counts.
-        obs, reward, terminated, truncated, info = self.env.step(action)
-        turn = self._turn = self._turn + 1
-        budget = self._budget
-        if self._counts_steps:
-            self.progress += 1
-        if turn >= budget:
-            truncated = True
-        info["budget"] = budget
-        info["turn"] = turn
-        info["turns_left"] = budget - turn if turn < budget else 0
-        if self.show_budget:  # _show() inlined for the common case: this turn's text is cached
-            shown = self._episode_texts.get(turn)
-            if shown is None:
-                return self._show(obs, turn), reward, terminated, truncated, info
-            obs = f"{shown}\n\n{obs}" if self._prefix else f"{obs}\n\n{shown}"
-        return obs, reward, terminated, truncated, info
+        """Step the env; ``truncated=True`` on the step that spends the budget."""
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        self._turn += 1
+        if self.core.counts_steps:
+            self.core.progress += 1
 
-    # -- helpers ------------------------------------------------------------------------
-    def _draw_budget(self, forced: Any) -> int:
-        if forced is None:
-            return int(self.schedule.sample(self._budget_rng, self.progress))
-        if isinstance(forced, bool) or not isinstance(forced, (int, np.integer)) or forced < 1:
-            raise ValueError(f"reset(options={{'budget': ...}}) needs an int >= 1, got {forced!r}")
-        return int(forced)
+        if self._turn >= self._budget:
+            truncated = True
+
+        return self._observe(observation), reward, terminated, truncated, self._annotate(info)
+
+    def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
+        """Reset the env and draw the episode's budget (``options={"budget": T}`` forces it)."""
+        self.core.seed(seed)
+        forced, env_options = self.core.take_forced(options)
+        self._budget, self._turn = self.core.draw(forced), 0
+        observation, info = self.env.reset(seed=seed, options=env_options)
+        if self.core.counts_episodes:
+            self.core.progress += 1
+        return self._observe(observation), self._annotate(info)
+
+    def _observe(self, observation: Any) -> Any:
+        return self.core.show(observation, self._budget, self._turn)
 
     def _annotate(self, info: dict[str, Any]) -> dict[str, Any]:
-        info["budget"] = self._budget
-        info["turn"] = self._turn
-        info["turns_left"] = self._budget - self._turn if self._turn < self._budget else 0
-        return info
-
-    def _observe(self, obs: Any) -> Any:
-        return self._show(obs, self._turn) if self.show_budget else obs
-
-    def _show(self, obs: str, turn: int) -> str:
-        shown = self._episode_texts.get(turn)
-        if shown is None:  # a budget has few texts: format each once, keep them per budget
-            shown = self.budget_template.format(turns_left=max(self._budget - turn, 0), budget=self._budget, turn=turn)
-            if self._shown_count < _MAX_SHOWN_TEXTS:
-                self._episode_texts[turn] = shown
-                self._shown_count += 1
-        return f"{shown}\n\n{obs}" if self._prefix else f"{obs}\n\n{shown}"
-
-    def _shown_budget_space(self, space: spaces.Space) -> spaces.Text:
-        if not isinstance(space, spaces.Text):
-            raise ValueError(f"show_budget=True needs a Text observation space, got {space}")
-        big = 10**_NUMBER_WIDTH - 1
-        try:
-            widest = self.budget_template.format(turns_left=big, budget=big, turn=big)
-        except (KeyError, IndexError, ValueError) as e:
-            raise ValueError(
-                f"budget_template {self.budget_template!r} may only use {{turns_left}}, {{budget}} and {{turn}}: {e}"
-            ) from e
-        outside = set(widest) - set(space.character_set)
-        if outside:
-            raise ValueError(f"budget_template has characters outside the observation charset: {sorted(outside)}")
-        return spaces.Text(
-            max_length=space.max_length + len(widest) + 2,
-            min_length=space.min_length,
-            charset=space.character_set,
-        )
+        return self.core.annotate(info, self._budget, self._turn)
 
 
 #: The keyword options of :class:`TurnBudget` (what a budgeted-env factory routes to it, not to the env).
-BUDGET_OPTIONS: frozenset[str] = frozenset(inspect.signature(TurnBudget.__init__).parameters) - {"self", "env"}
+BUDGET_OPTIONS: frozenset[str] = (frozenset(inspect.signature(TurnBudget.__init__).parameters) - {
+    "self", "env", "schedule_options"}) | SCHEDULE_OPTIONS
 
 
 def find_turn_budget(env: gym.Env) -> TurnBudget | None:

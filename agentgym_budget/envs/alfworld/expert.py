@@ -9,7 +9,7 @@ others), driven the way ``AlfredExpert`` drives it, with three changes:
   feedback (``You pick up the X from the R.``, ``You move the X to the R.``, ``You heat/cool/clean
   the X using the R.``), which is exact as long as no object starts hot/cold/clean or already in
   a receptacle of the goal's parent type — true of every bundled generated game (see
-  :mod:`~agentgym_budget.envs.alfworld.generate`).  So the expert runs on any engine.
+  :mod:`~tools.alfworld.generate`).  So the expert runs on any engine.
 * **Seeded randomness.**  Upstream calls the global ``random.choice``; here an injected
   ``random.Random`` (seeded per episode by the env), so the same observations give the same
   actions on every engine.

@@ -24,7 +24,7 @@ agents need about half the turns of one.
 standard ``parallel_to_aec`` conversion.
 
 Example:
-    >>> from agentgym_budget.integrations.pettingzoo import parallel_env
+    >>> from agentgym_budget.envs.household import parallel_env
     >>> env = parallel_env(n_agents=2)
     >>> observations, infos = env.reset(seed=0)
     >>> env.agents, infos["alice"]["task"]
@@ -55,7 +55,7 @@ import numpy as np
 from agentgym_budget._optional import require
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, MAX_ACTION_LENGTH, text_space, to_charset
 
-pettingzoo = require("pettingzoo", extra="multiagent", what="agentgym_budget.integrations.pettingzoo")
+pettingzoo = require("pettingzoo", extra="multiagent", what="agentgym_budget.envs.household")
 from pettingzoo.utils.conversions import parallel_to_aec  # noqa: E402
 
 __all__ = ["AGENT_NAMES", "OBJECTS", "RECEPTACLES", "SharedHouseholdEnv", "env", "parallel_env"]

@@ -26,11 +26,11 @@ floor plans; ``valid_unseen`` uses ALFRED's held-out validation rooms (FloorPlan
 
 Usage (generation needs the ``alfworld`` extra for the layout files)::
 
-    python -m agentgym_budget.envs.alfworld.generate generate --out DIR --seed 0 \\
+    python -m tools.alfworld.generate generate --out DIR --seed 0 \\
         --train 3000 --valid-seen 140 --valid-unseen 140
-    python -m agentgym_budget.envs.alfworld.generate check --games DIR --split valid_seen \\
+    python -m tools.alfworld.generate check --games DIR --split valid_seen \\
         --engine textworld --progress valid_seen.progress.jsonl
-    python -m agentgym_budget.envs.alfworld.generate apply --games DIR --split valid_seen \\
+    python -m tools.alfworld.generate apply --games DIR --split valid_seen \\
         --progress valid_seen.progress.jsonl
 
 ``check`` plays the handcoded expert on every game (resumable); ``apply`` drops the games it

@@ -12,7 +12,7 @@ and the expert's next action must be identical.
 Example:
     >>> import random
     >>> from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
-    >>> from agentgym_budget.envs.alfworld.fast.fuzz import fuzz_game
+    >>> from tools.alfworld.fuzz import fuzz_game
     >>> game = fuzz_game(random.Random(0))
     >>> report = compare_episode(FastAlfredEngine(), FastAlfredEngine(), game, random.Random(0), steps=20, mode="random")
     >>> report.steps, report.mismatches

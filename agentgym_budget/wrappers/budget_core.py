@@ -1,0 +1,130 @@
+"""The budget bookkeeping every turn-budget wrapper shares: :class:`BudgetCore`.
+
+:class:`~agentgym_budget.wrappers.TurnBudget` (one env) and the PettingZoo wrappers
+(``integrations.pettingzoo_budget``: a team, or one budget per agent) differ only in *whose* turns they
+count.  Everything else lives here, once:
+
+* the schedule, parsed from ``budget`` and the schedule keywords of
+  :func:`~agentgym_budget.wrappers.budget_spec.parse_budget_spec` (:data:`SCHEDULE_OPTIONS`);
+* the draw: from the core's own RNG, seeded from ``reset(seed=...)`` on a stream of its own
+  (:data:`BUDGET_STREAM`), so wrapping an env never changes its task sequence; a budget
+  forced with ``reset(options={"budget": T})`` replaces the draw;
+* curriculum progress: finished resets or steps, or set from outside with :meth:`set_progress`;
+* ``info`` annotation (``budget``, ``turn``, ``turns_left``);
+* the shown text (``show_budget=True``): ``budget_template`` before or after the observation,
+  and the observation space widened to fit it.
+
+Example:
+    >>> import numpy as np
+    >>> core = BudgetCore("mix:3,5", show_budget=True)
+    >>> core.seed(0)
+    >>> budget = core.draw()
+    >>> budget in (3, 5), core.show("You are in a kitchen.", budget, turn=1).splitlines()[-1]
+    (True, '[Turns left: 4 of 5]')
+    >>> BudgetCore.annotate({}, budget=5, turn=2)
+    {'budget': 5, 'turn': 2, 'turns_left': 3}
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from agentgym_budget.wrappers.budget_spec import BudgetSchedule, BudgetSpec, CurriculumBudget, parse_budget_spec
+
+__all__ = ["BUDGET_STREAM", "DEFAULT_BUDGET_TEMPLATE", "SCHEDULE_OPTIONS", "BudgetCore"]
+
+#: How the remaining budget is shown to the agent when ``show_budget=True``.
+DEFAULT_BUDGET_TEMPLATE = "[Turns left: {turns_left} of {budget}]"
+#: The seed stream of budget draws: ``default_rng([seed, BUDGET_STREAM])``, apart from the env's own.
+BUDGET_STREAM = 0x7B5D6E7
+#: The schedule keywords ``budget=`` takes with it (``budgets=``, ``low=``, ``schedule=``, ...).
+SCHEDULE_OPTIONS: frozenset[str] = frozenset(inspect.signature(parse_budget_spec).parameters) - {"spec"}
+# Width reserved for the numbers in a shown budget (budgets forced via options may be large).
+_NUMBER_WIDTH = 9
+
+
+class BudgetCore:
+    """Schedule, draws, progress, annotation and shown text of a turn budget (see the module docstring)."""
+
+    def __init__(self, budget: BudgetSpec, *, show_budget: bool = False,
+                 budget_template: str = DEFAULT_BUDGET_TEMPLATE, budget_position: str = "suffix",
+                 **schedule_options: Any) -> None:
+        self.schedule: BudgetSchedule = parse_budget_spec(budget, **schedule_options)
+        if budget_position not in ("prefix", "suffix"):
+            raise ValueError(f"budget_position must be 'prefix' or 'suffix', got {budget_position!r}")
+        self.show_budget = bool(show_budget)
+        self.budget_template = budget_template
+        self.budget_position = budget_position
+        self.progress = 0.0
+        unit = self.schedule.unit if isinstance(self.schedule, CurriculumBudget) else None
+        self.counts_episodes, self.counts_steps = unit == "episodes", unit == "steps"
+        self._rng: np.random.Generator = np.random.default_rng()
+        self._widened: dict[int, tuple[spaces.Space, spaces.Text]] = {}
+
+    # -- draws ----------------------------------------------------------------------------
+    def seed(self, seed: int | None) -> None:
+        """Reseed the draws from ``reset(seed=...)`` (``None``: keep the current stream)."""
+        if seed is not None:
+            self._rng = np.random.default_rng([seed, BUDGET_STREAM])
+
+    @staticmethod
+    def take_forced(options: dict[str, Any] | None) -> tuple[int | None, dict[str, Any] | None]:
+        """``(forced budget or None, the options left for the wrapped env)`` from ``reset``'s options."""
+        options = dict(options or {})
+        forced = options.pop("budget", None)
+        if forced is not None and (isinstance(forced, bool) or not isinstance(forced, (int, np.integer)) or forced < 1):
+            raise ValueError(f"reset(options={{'budget': ...}}) needs an int >= 1, got {forced!r}")
+        return (None if forced is None else int(forced)), (options or None)
+
+    def draw(self, forced: int | None = None) -> int:
+        """The next budget: ``forced``, else a draw from the schedule at the current progress."""
+        return int(self.schedule.sample(self._rng, self.progress)) if forced is None else forced
+
+    def set_progress(self, progress: float) -> None:
+        """Set the curriculum progress (episodes or env steps, per the schedule's unit)."""
+        if not np.isfinite(progress) or progress < 0:
+            raise ValueError(f"progress must be finite and >= 0, got {progress!r}")
+        self.progress = float(progress)
+
+    # -- what the agent sees ----------------------------------------------------------------
+    @staticmethod
+    def annotate(info: dict[str, Any], budget: int, turn: int) -> dict[str, Any]:
+        info["budget"] = budget
+        info["turn"] = turn
+        info["turns_left"] = budget - turn if turn < budget else 0
+        return info
+
+    def show(self, observation: Any, budget: int, turn: int) -> Any:
+        """``observation`` with the remaining budget shown (text observations, ``show_budget=True``)."""
+        if not self.show_budget or not isinstance(observation, str):
+            return observation
+        shown = self.budget_template.format(turns_left=budget - turn if turn < budget else 0, budget=budget, turn=turn)
+        return f"{shown}\n\n{observation}" if self.budget_position == "prefix" else f"{observation}\n\n{shown}"
+
+    def observation_space(self, space: spaces.Space) -> spaces.Space:
+        """``space`` widened for the shown text; the same object for the same ``space`` (PettingZoo checks it)."""
+        if not self.show_budget:
+            return space
+        cached = self._widened.get(id(space))
+        if cached is not None and cached[0] is space:
+            return cached[1]
+        if not isinstance(space, spaces.Text):
+            raise ValueError(f"show_budget=True needs a Text observation space, got {space}")
+        big = 10**_NUMBER_WIDTH - 1
+        try:
+            widest = self.budget_template.format(turns_left=big, budget=big, turn=big)
+        except (KeyError, IndexError, ValueError) as e:
+            raise ValueError(
+                f"budget_template {self.budget_template!r} may only use {{turns_left}}, {{budget}} and {{turn}}: {e}"
+            ) from e
+        outside = set(widest) - set(space.character_set)
+        if outside:
+            raise ValueError(f"budget_template has characters outside the observation charset: {sorted(outside)}")
+        widened = spaces.Text(max_length=space.max_length + len(widest) + 2, min_length=space.min_length,
+                              charset=space.character_set)
+        self._widened[id(space)] = (space, widened)
+        return widened

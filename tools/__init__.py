@@ -1,0 +1,8 @@
+"""Development tooling, outside the runtime package (not in the wheel).
+
+* :mod:`tools.alfworld.generate` — make, check and apply the bundled ALFWorld game files;
+* :mod:`tools.alfworld.differential` — the fast engine against the real one, step by step;
+* :mod:`tools.alfworld.fuzz` — random small games for the differential tests.
+
+Run from the repository root, e.g. ``python -m tools.alfworld.generate --help``.
+"""

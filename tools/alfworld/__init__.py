@@ -1,0 +1,1 @@
+"""ALFWorld development tooling: game generation, the differential runner and fuzzing."""
