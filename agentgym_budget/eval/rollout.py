@@ -86,6 +86,9 @@ class EpisodeRecord:
     ``plan_length`` is ``len(info["expert_plan"])`` at reset (-1 if unknown); ``won_turn`` the
     turn at which the task was won (``None``: not won within ``budget``).  ``seconds`` (wall
     time) is informational and excluded from equality.
+
+    The trainer's :class:`~agentgym_budget.train.rollout.Episode` records the same kind of run
+    for the learner (prompt and action tokens per turn, the return) rather than for the metrics.
     """
 
     task: int

@@ -27,7 +27,7 @@ from typing import Any, get_type_hints
 
 from agentgym_budget.wrappers.budget_spec import parse_budget_spec
 
-__all__ = ["TrainConfig", "add_config_arguments", "config_from_arguments"]
+__all__ = ["TrainConfig", "add_config_arguments", "config_from_arguments", "flag_table"]
 
 
 @dataclass
@@ -109,9 +109,13 @@ class TrainConfig:
     total_updates: int = 200
     """iterations of rollout → update"""
     learning_rate: float = 1e-5
+    """AdamW learning rate"""
     weight_decay: float = 0.0
+    """AdamW weight decay"""
     adam_beta1: float = 0.9
+    """AdamW β1"""
     adam_beta2: float = 0.999
+    """AdamW β2"""
     update_epochs: int = 1
     """passes over each rollout batch (> 1 makes the ratio differ from 1 and the clip matter)"""
     minibatches: int = 1
@@ -127,6 +131,7 @@ class TrainConfig:
     fused_logprobs: bool = True
     """chunked log-probs from hidden states (never the full [tokens, vocab] logits)"""
     logprob_chunk_size: int = 512
+    """tokens per chunk of the fused log-prob kernel (peak extra memory ≈ 3 × chunk × vocab floats)"""
     compile: bool = False
     """``torch.compile`` the kernels (falls back to eager with a warning)"""
 
@@ -134,12 +139,17 @@ class TrainConfig:
     eval_every: int = 50
     """Pass@(K,T) on held-out tasks every this many updates (0: never; also run at the end)"""
     eval_tasks: int = 20
+    """held-out tasks per evaluation"""
     eval_attempts: int = 4
+    """attempts N per task (every K ≤ N)"""
     eval_ks: tuple[int, ...] = (1, 2, 4)
+    """the K (attempts) of the Pass@(K,T) grid"""
     eval_ts: tuple[int, ...] = (2, 3, 4, 6)
+    """the T (turn budgets) of the grid"""
     eval_seed: int = 1_000_003
     """base seed of the held-out evaluation tasks (training draws its tasks from ``seed``)"""
     eval_temperature: float = 1.0
+    """sampling temperature of the evaluated policy"""
     eval_plots: bool = True
     """also write the evaluator's ``passkt_heatmap.png``/``passkt_curves.png`` at each evaluation"""
     save_every: int = 50
@@ -149,6 +159,7 @@ class TrainConfig:
     tensorboard: bool = True
     """also log to TensorBoard when ``tensorboard`` is installed"""
     progress_bar: bool = True
+    """show a tqdm progress bar"""
 
     def __post_init__(self) -> None:
         parse_budget_spec(self.budget)  # fail early on a malformed spec
@@ -215,6 +226,22 @@ def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentPa
 def config_from_arguments(args: argparse.Namespace) -> TrainConfig:
     """The :class:`TrainConfig` of parsed :func:`add_config_arguments` flags."""
     return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+
+
+def flag_table() -> str:
+    """The Markdown table of every ``--flag``, its default and its meaning (docs/trainer.md holds it verbatim).
+
+    Example:
+        >>> flag_table().splitlines()[2]
+        "| `--env-id` | `'KeyDoor-v0'` | any registered text env id (`X-v0` or `X-Budget-v0`); it is run under `TurnBudget` |"
+    """
+    docs = _field_docs()
+    rows = ["| flag | default | meaning |", "|---|---|---|"]
+    for f in dataclasses.fields(TrainConfig):
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        meaning = docs.get(f.name, "").replace("``", "`")
+        rows.append(f"| `--{f.name.replace('_', '-')}` | `{default!r}` | {meaning} |")
+    return "\n".join(rows)
 
 
 def _parser_for(kind: Any):

@@ -64,6 +64,14 @@ class Turn:
 
 @dataclass
 class Episode:
+    """One training episode as the learner needs it: every turn's prompt and sampled tokens, and its return.
+
+    The evaluator's :class:`~agentgym_budget.eval.rollout.EpisodeRecord` is the same kind of
+    run seen by the metrics instead (actions and per-turn facts, no tokens); the two are kept
+    apart because each holds what its consumer needs and nothing it does not (token lists would
+    bloat ``episodes.jsonl``; metric facts are not a loss's input).
+    """
+
     seed: int  # the env's reset seed; the episodes of a group share it (same task, same budget)
     task: str
     budget: int
