@@ -4,7 +4,8 @@ The multi-agent counterparts of :class:`~agentgym_budget.wrappers.TurnBudget`.  
 from the same schedules (an ``int``, ``"fixed:T"``, ``"mix:..."``, ``"uniform:L-H"``,
 ``"curriculum:..."`` or a :class:`~agentgym_budget.wrappers.budget_spec.BudgetSchedule`; see
 :mod:`agentgym_budget.wrappers.budget_spec`), drawn at ``reset`` from the wrapper's own RNG
-seeded by ``reset(seed=...)``.  Two modes:
+seeded by ``reset(seed=...)`` — the same :class:`~agentgym_budget.wrappers.budget_core.BudgetCore`
+(draws, seed stream, forcing, annotation, shown text) as ``TurnBudget``.  Two modes:
 
 * ``mode="shared"`` — one budget for the team; a turn is one joint step of a ``ParallelEnv``,
   one move of an AEC env.  When the budget is spent every agent is truncated.

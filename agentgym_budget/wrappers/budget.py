@@ -122,7 +122,8 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         if self._turn >= self._budget:
             truncated = True
 
-        return self._observe(observation), reward, terminated, truncated, self._annotate(info)
+        observation = self.core.show(observation, self._budget, self._turn)
+        return observation, reward, terminated, truncated, self.core.annotate(info, self._budget, self._turn)
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
         """Reset the env and draw the episode's budget (``options={"budget": T}`` forces it)."""
@@ -132,13 +133,7 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         observation, info = self.env.reset(seed=seed, options=env_options)
         if self.core.counts_episodes:
             self.core.progress += 1
-        return self._observe(observation), self._annotate(info)
-
-    def _observe(self, observation: Any) -> Any:
-        return self.core.show(observation, self._budget, self._turn)
-
-    def _annotate(self, info: dict[str, Any]) -> dict[str, Any]:
-        return self.core.annotate(info, self._budget, self._turn)
+        return self.core.show(observation, self._budget, 0), self.core.annotate(info, self._budget, 0)
 
 
 #: The keyword options of :class:`TurnBudget` (what a budgeted-env factory routes to it, not to the env).

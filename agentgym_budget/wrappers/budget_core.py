@@ -27,6 +27,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import inspect
 from typing import Any
 
@@ -102,7 +103,7 @@ class BudgetCore:
         """``observation`` with the remaining budget shown (text observations, ``show_budget=True``)."""
         if not self.show_budget or not isinstance(observation, str):
             return observation
-        shown = self.budget_template.format(turns_left=budget - turn if turn < budget else 0, budget=budget, turn=turn)
+        shown = _budget_text(self.budget_template, budget, turn)
         return f"{shown}\n\n{observation}" if self.budget_position == "prefix" else f"{observation}\n\n{shown}"
 
     def observation_space(self, space: spaces.Space) -> spaces.Space:
@@ -128,3 +129,8 @@ class BudgetCore:
                               charset=space.character_set)
         self._widened[id(space)] = (space, widened)
         return widened
+
+
+@functools.lru_cache(maxsize=4096)  # a budget has few texts; formatting one costs ~0.4 us, a hit ~0.05 us
+def _budget_text(template: str, budget: int, turn: int) -> str:
+    return template.format(turns_left=budget - turn if turn < budget else 0, budget=budget, turn=turn)
