@@ -127,8 +127,10 @@ class TrainConfig:
     fused_logprobs: bool = True
     """chunked log-probs from hidden states (never the full [tokens, vocab] logits)"""
     logprob_chunk_size: int = 512
-    compile: bool = False
-    """``torch.compile`` the kernels (falls back to eager with a warning)"""
+    compile: str = "auto"
+    """``torch.compile`` the kernels in every log-prob pass and the loss (falls back to eager with a
+    warning): ``auto`` (on for CUDA, off on CPU, where compiling costs more than it saves for
+    small models), ``on``, ``off``"""
 
     # -- evaluation, logging, checkpoints -------------------------------------------------
     eval_every: int = 50
@@ -145,7 +147,7 @@ class TrainConfig:
     save_every: int = 50
     """checkpoint every this many updates (0: only at the end)"""
     keep_checkpoints: int = 2
-    """keep this many most recent checkpoints"""
+    """keep this many most recent checkpoints (>= 1)"""
     tensorboard: bool = True
     """also log to TensorBoard when ``tensorboard`` is installed"""
     progress_bar: bool = True
@@ -155,10 +157,11 @@ class TrainConfig:
         _one_of("advantage", self.advantage, ("grpo", "rloo"))
         _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean"))
         _one_of("bf16", self.bf16, ("auto", "on", "off"))
+        _one_of("compile", self.compile, ("auto", "on", "off"))
         _one_of("rollout_backend", self.rollout_backend, ("local", "ray"))
         for name in ("tasks_per_update", "max_new_tokens", "max_prompt_tokens", "total_updates", "update_epochs",
                      "minibatches", "micro_batch_size", "logprob_chunk_size", "eval_tasks", "eval_attempts",
-                     "rollout_shards", "rollout_actors"):
+                     "rollout_shards", "rollout_actors", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:

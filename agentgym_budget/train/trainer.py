@@ -102,6 +102,7 @@ class Trainer:
         use_bf16 = config.bf16 == "on" or (config.bf16 == "auto" and self.device.type == "cuda"
                                            and torch.cuda.is_bf16_supported())
         self.autocast_dtype = torch.bfloat16 if use_bf16 else None
+        self.use_compile = config.compile == "on" or (config.compile == "auto" and self.device.type == "cuda")
         self.output_dir = Path(config.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
 
@@ -239,13 +240,13 @@ class Trainer:
         batch = collate([samples[i] for i in micro], pad_id, config.loss_aggregation)
         logp, entropy = action_logprobs(
             self.model, batch, temperature=config.temperature, fused=config.fused_logprobs,
-            chunk_size=config.logprob_chunk_size, compile=config.compile, autocast_dtype=self.autocast_dtype)
+            chunk_size=config.logprob_chunk_size, compile=self.use_compile, autocast_dtype=self.autocast_dtype)
         old = torch.cat([old_logps[i] for i in micro]) if old_logps is not None else logp.detach()
         ref = torch.cat([ref_logps[i] for i in micro]) if ref_logps is not None else None
         weights = batch["weights"].to(logp.device)
         loss, stats = policy_loss(
             logp, old, ref, batch["advantages"].to(logp.device), weights, epsilon_low=config.epsilon_low,
-            epsilon_high=config.epsilon_high, kl_coef=config.kl_coef, normalizer=normalizer, compile=config.compile)
+            epsilon_high=config.epsilon_high, kl_coef=config.kl_coef, normalizer=normalizer, compile=self.use_compile)
         entropy_term = (weights * entropy).sum() / normalizer
         loss = loss - config.entropy_coef * entropy_term
         loss.backward()
@@ -265,7 +266,8 @@ class Trainer:
             chunk = samples[start : start + config.micro_batch_size]
             batch = collate(chunk, self.tokenizer.pad_token_id, config.loss_aggregation)
             logp, _ = action_logprobs(model, batch, temperature=config.temperature, fused=config.fused_logprobs,
-                                      chunk_size=config.logprob_chunk_size, autocast_dtype=self.autocast_dtype)
+                                      chunk_size=config.logprob_chunk_size, compile=self.use_compile,
+                                      autocast_dtype=self.autocast_dtype)
             out += list(logp.split([len(s.input_ids) - s.prompt_length for s in chunk]))
         model.train(was_training)
         return out
