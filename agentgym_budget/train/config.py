@@ -88,9 +88,11 @@ class TrainConfig:
     scale_by_std: bool = True
     """GRPO only: divide by the group's std (``False``: Dr. GRPO's mean-centring only)"""
     process_reward: str | None = None
-    """a ``ProcessReward`` signal (``expert_progress``, ``subgoal``, ``invalid_penalty``) added to the return"""
+    """a ``ProcessReward`` signal (``expert_progress``, ``subgoal``, ``invalid_penalty``) credited per turn"""
     process_reward_coef: float = 0.1
-    """weight of the process reward in the return (the return is ``won + coef * sum(shaping)``)"""
+    """weight ``c`` of the process return-to-go in each turn's advantage ``A_i + c * G_i,t`` (train/grpo.py)"""
+    process_gamma: float = 1.0
+    """discount of the process returns-to-go ``G_i,t`` (1: undiscounted, the progress from turn t on)"""
 
     # -- loss -----------------------------------------------------------------------------
     epsilon_low: float = 0.2
@@ -103,7 +105,8 @@ class TrainConfig:
     """entropy bonus weight (the loss subtracts ``entropy_coef * mean entropy``)"""
     loss_aggregation: str = "token-mean"
     """``token-mean``: sum over all action tokens / their number in the update batch;
-    ``turn-mean``: mean over turns of each turn's token mean (GRPO's original)"""
+    ``turn-mean``: mean over turns of each turn's token mean (GRPO's original);
+    ``episode-mean``: mean over episodes of each episode's token mean (long episodes do not dominate)"""
 
     # -- optimisation ---------------------------------------------------------------------
     total_updates: int = 200
@@ -155,7 +158,7 @@ class TrainConfig:
     def __post_init__(self) -> None:
         parse_budget_spec(self.budget)  # fail early on a malformed spec
         _one_of("advantage", self.advantage, ("grpo", "rloo"))
-        _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean"))
+        _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean", "episode-mean"))
         _one_of("bf16", self.bf16, ("auto", "on", "off"))
         _one_of("compile", self.compile, ("auto", "on", "off"))
         _one_of("rollout_backend", self.rollout_backend, ("local", "ray"))
@@ -172,6 +175,8 @@ class TrainConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not (0 <= self.epsilon_low < 1 and self.epsilon_high >= 0):
             raise ValueError(f"need 0 <= epsilon_low < 1 and epsilon_high >= 0, got {self.epsilon_low}, {self.epsilon_high}")
+        if not 0 < self.process_gamma <= 1:
+            raise ValueError(f"process_gamma must be in (0, 1], got {self.process_gamma}")
         if self.max_turns_shown is not None and self.max_turns_shown < 1:
             raise ValueError(f"max_turns_shown must be >= 1 or None, got {self.max_turns_shown}")
         self.eval_ks, self.eval_ts = tuple(self.eval_ks), tuple(self.eval_ts)

@@ -5,9 +5,10 @@ One *update* (``config.total_updates`` of them) is::
     tasks   = tasks_per_update env seeds drawn from (seed, update)      # B tasks
     seeds   = each task repeated group_size times                       # B*G episodes
     episodes = collect_episodes(model, envs, seeds)                     # multi-turn, batched generation
-    R       = won + process_reward_coef * process_reward                # [B*G]
+    R       = won                                                       # [B*G] outcome returns
     A       = group_advantages(R)                                       # [B*G], GRPO or RLOO
-    samples = every turn of every episode, action tokens carry A        # S turns, N action tokens
+    G[i,t]  = process return-to-go of turn t (0 without process reward) # per turn (train/grpo.py)
+    samples = every turn of every episode, its tokens carry A[i] + c*G[i,t]   # S turns, N action tokens
     for epoch in range(update_epochs):
         for minibatch in split(shuffle(samples), minibatches):
             for micro in split(minibatch, micro_batch_size):           # gradient accumulation
@@ -43,7 +44,7 @@ import torch
 
 from agentgym_budget.distributed.ray_rollouts import collect_sharded
 from agentgym_budget.train.config import TrainConfig
-from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, turn_samples
+from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, token_weight, turn_samples
 from agentgym_budget.train.kernels import policy_loss
 from agentgym_budget.train.rollout import LMPolicy, budget_env_id, make_train_env
 
@@ -177,9 +178,11 @@ class Trainer:
         self.episodes_done += len(episodes)
         self.env_steps_done += sum(len(e.turns) for e in episodes)
 
-        returns = torch.tensor([e.total_return(config.process_reward_coef) for e in episodes])  # [B*G]
+        returns = torch.tensor([float(e.won) for e in episodes])  # [B*G] outcome returns
         advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std)
-        samples = turn_samples(episodes, advantages)
+        # per-turn advantages: outcome advantage + coef * process return-to-go (see train/grpo.py)
+        samples = turn_samples(episodes, advantages, config.process_reward_coef if config.process_reward else 0.0,
+                               config.process_gamma)
 
         start = time.perf_counter()
         update_stats = self._optimize(samples, shuffle_seed=int(task_rng.integers(2**31 - 1)))
@@ -195,6 +198,7 @@ class Trainer:
             "turns_mean": float(np.mean(turns)),
             "invalid_action_rate": sum(e.invalid_actions for e in episodes) / max(sum(turns), 1),
             "zero_advantage_groups": float((advantages.view(-1, config.group_size).abs().sum(1) == 0).float().mean()),
+            "process_return_mean": float(np.mean([sum(t.process_reward for t in e.turns) for e in episodes])),
             **update_stats,
             "rollout_seconds": rollout_seconds,
             "update_seconds": time.perf_counter() - start,
@@ -213,7 +217,8 @@ class Trainer:
             order = torch.randperm(len(samples), generator=generator).tolist()
             for minibatch in np.array_split(np.array(order, dtype=np.int64), config.minibatches):
                 minibatch = minibatch.tolist()
-                weights = [_token_weight_sum(samples[i], config.loss_aggregation) for i in minibatch]
+                weights = [token_weight(samples[i], config.loss_aggregation) * samples[i].action_tokens
+                           for i in minibatch]
                 normalizer = max(sum(weights), 1e-8)  # the loss is a mean over the whole minibatch
                 if config.kl_coef == 0 and config.entropy_coef == 0:  # zero advantage = zero gradient
                     minibatch = [i for i in minibatch if samples[i].advantage != 0]
@@ -229,8 +234,10 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
                 steps += 1
-        keys = ("loss", "pg_loss", "kl", "clip_fraction", "approx_kl_old", "entropy", "grad_norm")
+        keys = ("loss", "pg_loss", "kl", "clip_fraction", "approx_kl_old", "grad_norm")
         out = {key: sums.get(key, 0.0) / max(steps, 1) for key in keys}
+        # the mean entropy of the tokens that went through the model (zero-advantage turns may be skipped)
+        out["entropy"] = sums.get("entropy_sum", 0.0) / max(sums.get("weight_sum", 0.0), 1e-8)
         out["optimizer_steps"] = steps
         out["action_tokens"] = sum(len(s.input_ids) - s.prompt_length for s in samples)
         return out
@@ -250,7 +257,8 @@ class Trainer:
         entropy_term = (weights * entropy).sum() / normalizer
         loss = loss - config.entropy_coef * entropy_term
         loss.backward()
-        return {"loss": float(loss), "entropy": float(entropy_term), **{k: float(v) for k, v in stats.items()}}
+        return {"loss": float(loss.detach()), "entropy_sum": float((weights * entropy.detach()).sum()),
+                "weight_sum": float(weights.sum()), **{k: float(v) for k, v in stats.items()}}
 
     def _needs_old_logps(self) -> bool:
         # With one optimizer step per rollout the policy is still the sampler: old = logp.detach().
@@ -343,11 +351,6 @@ class Trainer:
         random.setstate(state["rng"]["python"])
         np.random.set_state(state["rng"]["numpy"])
         torch.set_rng_state(state["rng"]["torch"])
-
-
-def _token_weight_sum(sample: Any, aggregation: str) -> float:
-    """A turn's share of the loss normaliser: its token count (token-mean) or 1 (turn-mean)."""
-    return float(len(sample.input_ids) - sample.prompt_length) if aggregation == "token-mean" else 1.0
 
 
 def _progress_bar(enabled: bool, initial: int, total: int) -> Any:
