@@ -137,13 +137,18 @@ class TrainConfig:
 
     # -- evaluation, logging, checkpoints -------------------------------------------------
     eval_every: int = 50
-    """Pass@(K,T) on held-out tasks every this many updates (0: never; also run at the end)"""
+    """Pass@(K,T) on the evaluation tasks (``eval_split``) every this many updates (0: never; also at the end)"""
     eval_tasks: int = 20
     eval_attempts: int = 4
     eval_ks: tuple[int, ...] = (1, 2, 4)
     eval_ts: tuple[int, ...] = (2, 3, 4, 6)
+    eval_split: str = "auto"
+    """the ``split=`` of the evaluation env: ``auto`` (the family's held-out split: ALFWorld
+    ``valid_unseen``, WebShop ``test``, ScienceWorld ``dev``, TextWorld challenges ``valid``; none
+    for KeyDoor and single TextWorld games, whose evaluation tasks repeat training ones), a split
+    name, or ``same`` (the training env's kwargs)"""
     eval_seed: int = 1_000_003
-    """base seed of the held-out evaluation tasks (training draws its tasks from ``seed``)"""
+    """base seed of the evaluation tasks (training draws its tasks from ``seed``)"""
     eval_temperature: float = 1.0
     eval_plots: bool = True
     """also write the evaluator's ``passkt_heatmap.png``/``passkt_curves.png`` at each evaluation"""

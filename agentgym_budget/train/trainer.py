@@ -31,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import math
 import random
@@ -39,6 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
@@ -104,6 +106,7 @@ class Trainer:
                                            and torch.cuda.is_bf16_supported())
         self.autocast_dtype = torch.bfloat16 if use_bf16 else None
         self.use_compile = config.compile == "on" or (config.compile == "auto" and self.device.type == "cuda")
+        self.eval_env_kwargs, self.eval_held_out = evaluation_env_kwargs(config)  # fail before loading anything
         self.output_dir = Path(config.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
 
@@ -289,7 +292,7 @@ class Trainer:
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self) -> Any:
-        """Pass@(K,T) of the current policy on held-out tasks (seeds from ``eval_seed``).
+        """Pass@(K,T) of the current policy on the evaluation tasks (``eval_split``, seeds from ``eval_seed``).
 
         Writes ``output_dir/eval/update_NNNNNN/`` (the evaluator's ``passkt.json``/CSV files and
         heatmap) and logs every cell as ``eval/pass@K,T=T`` to ``eval.jsonl``/``eval.csv``.
@@ -301,14 +304,15 @@ class Trainer:
         policy = LMPolicy(self.model, self.tokenizer, config, temperature=config.eval_temperature)
         result = evaluate(env_id, policy, ks=config.eval_ks, ts=config.eval_ts, tasks=config.eval_tasks,
                           attempts=config.eval_attempts, seed=config.eval_seed,
-                          env_kwargs={**config.env_kwargs, "show_budget": config.show_budget}, bootstrap=200)
+                          env_kwargs=self.eval_env_kwargs, bootstrap=200)
         folder = self.output_dir / "eval" / f"{_CHECKPOINT_PREFIX}{self.update:06d}"
         result.save(folder)  # passkt.json, passkt.csv, task_counts.csv
         if config.eval_plots:
             from agentgym_budget.eval.plots import save_plots
 
             save_plots(result, folder)  # passkt_heatmap.png, passkt_curves.png
-        metrics = {"update": self.update, **{f"eval/pass@{k},T={t}": result.value(k, t)
+        metrics = {"update": self.update, "eval/held_out": float(self.eval_held_out),
+                   **{f"eval/pass@{k},T={t}": result.value(k, t)
                                               for k in config.eval_ks for t in config.eval_ts}}
         self.logger.log(metrics, stream="eval")
         return result
@@ -351,6 +355,43 @@ class Trainer:
         random.setstate(state["rng"]["python"])
         np.random.set_state(state["rng"]["numpy"])
         torch.set_rng_state(state["rng"]["torch"])
+
+
+def evaluation_env_kwargs(config: TrainConfig) -> tuple[dict[str, Any], bool]:
+    """The evaluation env's kwargs under ``config.eval_split``, and whether its tasks are held out.
+
+    Example:
+        >>> evaluation_env_kwargs(TrainConfig(env_id="ALFWorld-v0"))
+        ({'show_budget': False, 'split': 'valid_unseen'}, True)
+        >>> evaluation_env_kwargs(TrainConfig(env_id="KeyDoor-v0"))  # no split: the seeds repeat training set-ups
+        ({'show_budget': False}, False)
+    """
+    from agentgym_budget.envs.registration import family_of
+
+    kwargs = {**config.env_kwargs, "show_budget": config.show_budget}
+    if config.eval_split == "same":
+        return kwargs, False
+    try:
+        held_out = family_of(config.env_id).held_out_split
+    except gym.error.NameNotFound:  # a text env that is not ours: only an explicit split can be set
+        held_out = None
+    split = held_out if config.eval_split == "auto" else config.eval_split
+    if split is None:
+        return kwargs, False
+    train_split = config.env_kwargs.get("split", _default_split(config.env_id))
+    if train_split == split:
+        raise ValueError(f"eval_split {split!r} is the training split (env_kwargs split={train_split!r}); "
+                         f"pick another split or eval_split='same'")
+    return {**kwargs, "split": split}, train_split != "all"  # WebShop's 'all' contains every split
+
+
+def _default_split(env_id: str) -> Any:
+    """The ``split`` an env id is made with when none is given (its class's default)."""
+    spec = gym.spec(env_id)
+    if "split" in spec.kwargs:
+        return spec.kwargs["split"]
+    parameter = inspect.signature(gym.envs.registration.load_env_creator(spec.entry_point)).parameters.get("split")
+    return None if parameter is None else parameter.default
 
 
 def _progress_bar(enabled: bool, initial: int, total: int) -> Any:
