@@ -7,9 +7,10 @@ On ``KeyDoor`` (take the key, open the door of the task's colour; 3 commands, 2-
    ``" I should <c>.\\nAction: <c>"`` with ``c`` random among the admissible commands) — the
    model learns the reply format, nothing about which door is right;
 3. measure the success rate of that untrained policy with the evaluator (Pass@(1,T) on
-   held-out task seeds);
+   evaluation task seeds — other seeds than training's, but KeyDoor's 24 set-ups all occur
+   in training, so this checks learning, not generalisation);
 4. train ``--updates`` updates of BudgetMix GRPO;
-5. measure again, same evaluator, same held-out seeds.  Prints before / after.
+5. measure again, same evaluator, same seeds.  Prints before / after.
 
 Run (about 20-30 minutes on 2 busy CPU cores):
     python benchmarks/learning_check.py --out runs/learning_check

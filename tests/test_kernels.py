@@ -81,6 +81,71 @@ def test_logprobs_reject_bad_shapes():
         token_logprobs(torch.randn(3, 4), torch.randn(5, 4), torch.zeros(3, dtype=torch.long), chunk_size=0)
 
 
+def test_ignore_index_positions_score_zero_and_get_no_gradient():
+    hidden, weight, targets, upstream = _inputs()
+    ignored = torch.zeros_like(targets, dtype=torch.bool)
+    ignored[[0, 5, 6, 36]] = True
+    logp, entropy, g_h, g_w = _values_and_grads(token_logprobs, hidden, weight, targets.masked_fill(ignored, -100),
+                                                upstream, chunk_size=8)
+    assert logp[ignored].tolist() == [0.0] * 4 and entropy[ignored].tolist() == [0.0] * 4
+    assert g_h[ignored].abs().sum() == 0
+    # The kept rows equal the naive path on the kept rows alone (values and both gradients).
+    keep = ~ignored
+    kept_upstream = (upstream[0][keep], upstream[1][keep])
+    ref = _values_and_grads(lambda h, w, t: token_logprobs_reference(h[keep], w, t[keep]), hidden, weight, targets,
+                            kept_upstream)
+    fused = _values_and_grads(lambda h, w, t: tuple(x[keep] for x in token_logprobs(h, w, t, chunk_size=8)),
+                              hidden, weight, targets.masked_fill(ignored, -100), kept_upstream)
+    for a, b in zip(fused, ref):
+        torch.testing.assert_close(a, b, atol=1e-10, rtol=1e-10)
+
+
+def test_out_of_range_targets_are_refused_unless_ignored():
+    hidden, weight = torch.randn(3, 4), torch.randn(5, 4)
+    with pytest.raises(ValueError, match=r"token ids in \[0, 5\)"):
+        token_logprobs(hidden, weight, torch.tensor([0, 5, 1]))
+    with pytest.raises(ValueError, match="ignore_index=None"):
+        token_logprobs(hidden, weight, torch.tensor([0, -100, 1]), ignore_index=None)
+
+
+def test_zero_tokens_give_empty_outputs_and_zero_gradients():
+    hidden = torch.randn(0, 4, requires_grad=True)
+    weight = torch.randn(5, 4, requires_grad=True)
+    logp, entropy = token_logprobs(hidden, weight, torch.zeros(0, dtype=torch.long))
+    assert logp.shape == entropy.shape == (0,) and logp.dtype == torch.float32
+    (logp.sum() + entropy.sum()).backward()
+    assert weight.grad is not None and weight.grad.abs().sum() == 0 and hidden.grad.shape == (0, 4)
+
+
+@pytest.mark.parametrize("hidden_dtype, weight_dtype", [(torch.bfloat16, torch.float32), (torch.float32, torch.bfloat16)])
+def test_mixed_dtypes_compute_in_the_wider_one_and_return_grads_in_each_own(hidden_dtype, weight_dtype):
+    hidden, weight, targets, upstream = _inputs(dtype=torch.float32)
+    h = hidden.detach().to(hidden_dtype).requires_grad_()
+    w = weight.detach().to(weight_dtype).requires_grad_()
+    logp, entropy, g_h, g_w = _values_and_grads(token_logprobs, h, w, targets, upstream, chunk_size=8)
+    assert logp.dtype == torch.float32 and g_h.dtype == hidden_dtype and g_w.dtype == weight_dtype
+    ref = _values_and_grads(token_logprobs_reference, h.float(), w.float(), targets,
+                            (upstream[0].float(), upstream[1].float()))
+    torch.testing.assert_close(logp, ref[0], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(g_w.float(), ref[3], atol=0.05, rtol=0.02)
+
+
+def test_weight_gradient_accumulates_in_place_across_chunks(monkeypatch):
+    # The backward adds each chunk into one [V, H] buffer: no chunk returns a [V, H] tensor.
+    shapes = []
+    original = kernels._chunk_grad_logits
+
+    def spy(*args):
+        out = original(*args)
+        shapes.append(tuple(out.shape))
+        return out
+
+    monkeypatch.setattr(kernels, "_chunk_grad_logits", spy)
+    hidden, weight, targets, upstream = _inputs(n=20, v=31)
+    _values_and_grads(token_logprobs, hidden, weight, targets, upstream, chunk_size=8)
+    assert shapes == [(8, 31), (8, 31), (4, 31)]
+
+
 # -- policy loss ----------------------------------------------------------------------------
 def test_policy_loss_matches_a_hand_computed_example():
     logp = torch.tensor([0.0, 0.5, -0.5, 0.1], dtype=torch.float64, requires_grad=True)

@@ -64,6 +64,8 @@ class EnvFamily:
     kwargs: dict[str, Any] = field(default_factory=dict)
     #: env kwargs the evaluator adds unless given: what the behaviour metrics need (full expert plans).
     eval_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: the ``split=`` value of the family's held-out tasks (``None``: the family has no split, e.g. KeyDoor).
+    held_out_split: str | None = None
 
     @property
     def ids(self) -> tuple[str, str]:
@@ -81,6 +83,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         description="ALFWorld household tasks (6 task types), bundled generated games; "
         "engine='fast' (pure Python) or 'textworld' (the real engine, extra 'alfworld')",
         eval_kwargs={"expert_plan_horizon": 100},
+        held_out_split="valid_unseen",
     ),
     EnvFamily(
         name="KeyDoor",
@@ -99,6 +102,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         requires=("bm25s", "Stemmer", "rapidfuzz"),
         max_episode_steps=15,
         default_budget="fixed:15",
+        held_out_split="test",
     ),
     EnvFamily(
         name="TextWorld",
@@ -115,6 +119,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         extra="textworld",
         requires=("textworld",),
         kwargs={"challenge": "cooking"},
+        held_out_split="valid",
     ),
     EnvFamily(
         name="TextWorld-CoinCollector",
@@ -123,6 +128,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         extra="textworld",
         requires=("textworld",),
         kwargs={"challenge": "coin_collector"},
+        held_out_split="valid",
     ),
     EnvFamily(
         name="TextWorld-TreasureHunter",
@@ -131,6 +137,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         extra="textworld",
         requires=("textworld",),
         kwargs={"challenge": "treasure_hunter"},
+        held_out_split="valid",
     ),
     EnvFamily(
         name="ScienceWorld",
@@ -141,6 +148,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         requires=("scienceworld",),
         max_episode_steps=100,
         default_budget="fixed:100",
+        held_out_split="dev",
     ),
 )
 

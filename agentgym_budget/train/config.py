@@ -88,9 +88,11 @@ class TrainConfig:
     scale_by_std: bool = True
     """GRPO only: divide by the group's std (``False``: Dr. GRPO's mean-centring only)"""
     process_reward: str | None = None
-    """a ``ProcessReward`` signal (``expert_progress``, ``subgoal``, ``invalid_penalty``) added to the return"""
+    """a ``ProcessReward`` signal (``expert_progress``, ``subgoal``, ``invalid_penalty``) credited per turn"""
     process_reward_coef: float = 0.1
-    """weight of the process reward in the return (the return is ``won + coef * sum(shaping)``)"""
+    """weight ``c`` of the process return-to-go in each turn's advantage ``A_i + c * G_i,t`` (train/grpo.py)"""
+    process_gamma: float = 1.0
+    """discount of the process returns-to-go ``G_i,t`` (1: undiscounted, the progress from turn t on)"""
 
     # -- loss -----------------------------------------------------------------------------
     epsilon_low: float = 0.2
@@ -103,7 +105,8 @@ class TrainConfig:
     """entropy bonus weight (the loss subtracts ``entropy_coef * mean entropy``)"""
     loss_aggregation: str = "token-mean"
     """``token-mean``: sum over all action tokens / their number in the update batch;
-    ``turn-mean``: mean over turns of each turn's token mean (GRPO's original)"""
+    ``turn-mean``: mean over turns of each turn's token mean (GRPO's original);
+    ``episode-mean``: mean over episodes of each episode's token mean (long episodes do not dominate)"""
 
     # -- optimisation ---------------------------------------------------------------------
     total_updates: int = 200
@@ -132,22 +135,29 @@ class TrainConfig:
     """chunked log-probs from hidden states (never the full [tokens, vocab] logits)"""
     logprob_chunk_size: int = 512
     """tokens per chunk of the fused log-prob kernel (peak extra memory ≈ 3 × chunk × vocab floats)"""
-    compile: bool = False
-    """``torch.compile`` the kernels (falls back to eager with a warning)"""
+    compile: str = "auto"
+    """``torch.compile`` the kernels in every log-prob pass and the loss (falls back to eager with a
+    warning): ``auto`` (on for CUDA, off on CPU, where compiling costs more than it saves for
+    small models), ``on``, ``off``"""
 
     # -- evaluation, logging, checkpoints -------------------------------------------------
     eval_every: int = 50
-    """Pass@(K,T) on held-out tasks every this many updates (0: never; also run at the end)"""
+    """Pass@(K,T) on the evaluation tasks (``eval_split``) every this many updates (0: never; also at the end)"""
     eval_tasks: int = 20
-    """held-out tasks per evaluation"""
+    """evaluation tasks per evaluation"""
     eval_attempts: int = 4
     """attempts N per task (every K ≤ N)"""
     eval_ks: tuple[int, ...] = (1, 2, 4)
     """the K (attempts) of the Pass@(K,T) grid"""
     eval_ts: tuple[int, ...] = (2, 3, 4, 6)
     """the T (turn budgets) of the grid"""
+    eval_split: str = "auto"
+    """the ``split=`` of the evaluation env: ``auto`` (the family's held-out split: ALFWorld
+    ``valid_unseen``, WebShop ``test``, ScienceWorld ``dev``, TextWorld challenges ``valid``; none
+    for KeyDoor and single TextWorld games, whose evaluation tasks repeat training ones), a split
+    name, or ``same`` (the training env's kwargs)"""
     eval_seed: int = 1_000_003
-    """base seed of the held-out evaluation tasks (training draws its tasks from ``seed``)"""
+    """base seed of the evaluation tasks (training draws its tasks from ``seed``)"""
     eval_temperature: float = 1.0
     """sampling temperature of the evaluated policy"""
     eval_plots: bool = True
@@ -155,7 +165,7 @@ class TrainConfig:
     save_every: int = 50
     """checkpoint every this many updates (0: only at the end)"""
     keep_checkpoints: int = 2
-    """keep this many most recent checkpoints"""
+    """keep this many most recent checkpoints (>= 1)"""
     tensorboard: bool = True
     """also log to TensorBoard when ``tensorboard`` is installed"""
     progress_bar: bool = True
@@ -164,12 +174,13 @@ class TrainConfig:
     def __post_init__(self) -> None:
         parse_budget_spec(self.budget)  # fail early on a malformed spec
         _one_of("advantage", self.advantage, ("grpo", "rloo"))
-        _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean"))
+        _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean", "episode-mean"))
         _one_of("bf16", self.bf16, ("auto", "on", "off"))
+        _one_of("compile", self.compile, ("auto", "on", "off"))
         _one_of("rollout_backend", self.rollout_backend, ("local", "ray"))
         for name in ("tasks_per_update", "max_new_tokens", "max_prompt_tokens", "total_updates", "update_epochs",
                      "minibatches", "micro_batch_size", "logprob_chunk_size", "eval_tasks", "eval_attempts",
-                     "rollout_shards", "rollout_actors"):
+                     "rollout_shards", "rollout_actors", "keep_checkpoints"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.group_size < 2:
@@ -180,6 +191,8 @@ class TrainConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not (0 <= self.epsilon_low < 1 and self.epsilon_high >= 0):
             raise ValueError(f"need 0 <= epsilon_low < 1 and epsilon_high >= 0, got {self.epsilon_low}, {self.epsilon_high}")
+        if not 0 < self.process_gamma <= 1:
+            raise ValueError(f"process_gamma must be in (0, 1], got {self.process_gamma}")
         if self.max_turns_shown is not None and self.max_turns_shown < 1:
             raise ValueError(f"max_turns_shown must be >= 1 or None, got {self.max_turns_shown}")
         self.eval_ks, self.eval_ts = tuple(self.eval_ks), tuple(self.eval_ts)

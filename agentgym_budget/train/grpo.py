@@ -2,9 +2,27 @@
 
 * :func:`group_advantages` — one scalar per episode from the returns of its group of G
   episodes on the same task: GRPO ``(R - mean) / (std + eps)`` or RLOO ``R - mean(others)``.
+* :func:`process_returns_to_go` — per turn, the (discounted) sum of the process rewards from
+  that turn on, with the loss rule below.
 * :func:`turn_samples` — every turn of every episode becomes one sample: its prompt tokens
-  (masked out of the loss) followed by its sampled action tokens (in the loss), all
-  carrying the episode's advantage.
+  (masked out of the loss) followed by its sampled action tokens (in the loss), carrying
+  its **per-turn advantage** ``A_i,t = Â_i + c * G_i,t``: the group-normalised *outcome*
+  advantage of its episode plus ``c`` (``process_reward_coef``) times the process
+  return-to-go of the turn.
+
+Per-turn credit follows the process-supervision form of GRPO (Shao et al., 2024,
+*DeepSeekMath*, §4.1.3: a token's advantage is the sum of the step rewards that follow it),
+here added to the outcome advantage rather than replacing it, so that process rewards
+shift credit between the turns of an episode and between episodes with the same outcome,
+but cannot outweigh a win.  The process rewards are the raw per-turn signal of
+:class:`~agentgym_budget.wrappers.ProcessReward` (``potential_based=False``): turn ``t``'s
+reward is ``Φ(s_t) - Φ(s_t-1)``, so ``G_i,t = Φ(s_T) - Φ(s_t-1)`` for ``gamma = 1`` — the
+progress made from turn ``t`` to the end, with the true end state (not a zero end
+potential, which would pay a loss as much as a win and give back every invalid-action
+penalty on the last turn).  **Loss rule:** in an episode the env ended without a win, the
+losing turn earns no progress (its reward is capped at 0) and the episode's process return
+``G_i,1`` is capped at 0, so a loss never scores above a timeout with the same progress,
+nor above a timeout without progress.
 * :func:`action_logprobs` — log-probs and entropies of a micro-batch's action tokens, from
   the model's final hidden states through :func:`~agentgym_budget.train.kernels.token_logprobs`
   (only action positions go through the LM head).
@@ -26,7 +44,7 @@ import torch
 from agentgym_budget.train.kernels import token_logprobs, token_logprobs_reference
 from agentgym_budget.train.rollout import Episode
 
-__all__ = ["TurnSample", "action_logprobs", "collate", "group_advantages", "turn_samples"]
+__all__ = ["TurnSample", "action_logprobs", "collate", "group_advantages", "process_returns_to_go", "turn_samples"]
 
 
 def group_advantages(
@@ -51,23 +69,57 @@ def group_advantages(
     return centred.view(-1)
 
 
+def process_returns_to_go(rewards: Sequence[float], lost: bool, gamma: float = 1.0) -> list[float]:
+    """``G_t = sum_{k >= t} gamma^(k-t) r_k`` per turn, after the loss rule of the module docstring.
+
+    Example:
+        >>> process_returns_to_go([1.0, 0.0, -1.0, 1.0], lost=False)
+        [1.0, 0.0, 0.0, 1.0]
+        >>> process_returns_to_go([1.0, 0.0, 2.0], lost=True)  # the losing turn's +2 and the +1 are forfeit
+        [0.0, -1.0, -1.0]
+    """
+    rewards = [float(r) for r in rewards]
+    if lost and rewards:
+        rewards[-1] = min(rewards[-1], 0.0)  # the losing turn earns no progress
+        first = sum(gamma**k * r for k, r in enumerate(rewards))
+        if first > 0:  # a loss keeps no net progress: G_1 is capped at 0
+            rewards[-1] -= first / gamma ** (len(rewards) - 1)
+    returns, to_go = [], 0.0
+    for reward in reversed(rewards):
+        to_go = reward + gamma * to_go
+        returns.append(to_go)
+    return returns[::-1]
+
+
 @dataclass
 class TurnSample:
     """One turn as a training sample."""
 
     input_ids: list[int]  # prompt + action
     prompt_length: int  # loss positions are input_ids[prompt_length:]
-    advantage: float
+    advantage: float  # the turn's advantage: episode outcome advantage + coef * process return-to-go
+    episode_tokens: int = 0  # action tokens of the whole episode (for loss_aggregation="episode-mean")
+
+    @property
+    def action_tokens(self) -> int:
+        return len(self.input_ids) - self.prompt_length
 
 
-def turn_samples(episodes: Sequence[Episode], advantages: torch.Tensor) -> list[TurnSample]:
-    """Every turn of every episode, each carrying its episode's advantage."""
-    return [
-        TurnSample(turn.prompt_ids + turn.action_ids, len(turn.prompt_ids), float(advantage))
-        for episode, advantage in zip(episodes, advantages.tolist())
-        for turn in episode.turns
-        if turn.action_ids  # an empty reply has no token to credit
-    ]
+def turn_samples(
+    episodes: Sequence[Episode], advantages: torch.Tensor, process_coef: float = 0.0, gamma: float = 1.0
+) -> list[TurnSample]:
+    """Every turn of every episode with its per-turn advantage ``A_i + process_coef * G_i,t``."""
+    samples = []
+    for episode, advantage in zip(episodes, advantages.tolist()):
+        to_go = process_returns_to_go([turn.process_reward for turn in episode.turns], episode.lost, gamma)
+        episode_tokens = sum(len(turn.action_ids) for turn in episode.turns)
+        samples += [
+            TurnSample(turn.prompt_ids + turn.action_ids, len(turn.prompt_ids), advantage + process_coef * g,
+                       episode_tokens)
+            for turn, g in zip(episode.turns, to_go)
+            if turn.action_ids  # an empty reply has no token to credit
+        ]
+    return samples
 
 
 def collate(samples: Sequence[TurnSample], pad_id: int, aggregation: str) -> dict[str, torch.Tensor]:
@@ -76,8 +128,7 @@ def collate(samples: Sequence[TurnSample], pad_id: int, aggregation: str) -> dic
     Returns ``input_ids``/``attention_mask`` ``[S, L]`` and, for the ``N`` action tokens in
     row-major order, ``rows``/``positions`` (where their logits come from: position ``p``
     predicts token ``p + 1``), ``targets``, ``advantages`` and ``weights`` ``[N]`` — the
-    weight of each token in the loss sum: 1 (``token-mean``) or 1 / its turn's length
-    (``turn-mean``).
+    weight of each token in the loss sum (see :func:`token_weight`).
     """
     width = max(len(s.input_ids) for s in samples)
     input_ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
@@ -91,13 +142,26 @@ def collate(samples: Sequence[TurnSample], pad_id: int, aggregation: str) -> dic
         rows += [row] * actions
         positions += range(sample.prompt_length - 1, n - 1)
         advantages += [sample.advantage] * actions
-        weights += [1.0 if aggregation == "token-mean" else 1.0 / actions] * actions
+        weights += [token_weight(sample, aggregation)] * actions
     rows_t, positions_t = torch.tensor(rows), torch.tensor(positions)
     return {
         "input_ids": input_ids, "attention_mask": attention_mask, "rows": rows_t, "positions": positions_t,
         "targets": input_ids[rows_t, positions_t + 1], "advantages": torch.tensor(advantages),
         "weights": torch.tensor(weights),
     }
+
+
+def token_weight(sample: TurnSample, aggregation: str) -> float:
+    """Each action token's weight in the loss sum: 1 (``token-mean``), 1 / its turn's tokens
+    (``turn-mean``) or 1 / its episode's tokens (``episode-mean``: every episode counts once,
+    whatever its length, so long failed episodes do not dominate the update)."""
+    if aggregation == "token-mean":
+        return 1.0
+    if aggregation == "turn-mean":
+        return 1.0 / sample.action_tokens
+    if aggregation == "episode-mean":
+        return 1.0 / sample.episode_tokens
+    raise ValueError(f"loss aggregation must be 'token-mean', 'turn-mean' or 'episode-mean', got {aggregation!r}")
 
 
 def action_logprobs(

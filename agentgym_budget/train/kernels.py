@@ -119,12 +119,14 @@ def _chunk_forward(h: torch.Tensor, weight: torch.Tensor, t: torch.Tensor, tempe
     return logprobs.gather(-1, t[:, None]).squeeze(-1), entropy, lse
 
 
-def _chunk_backward(h, weight, t, lse, entropy, grad_logp, grad_entropy, temperature: float):
-    """Gradients of one chunk w.r.t. ``h`` and ``weight`` from recomputed logits.
+def _chunk_grad_logits(h, weight, t, lse, entropy, grad_logp, grad_entropy, temperature: float):
+    """``dL/dz`` of one chunk ``[n, V]`` (float32 or wider) from recomputed logits.
 
     With z the logits, p = softmax(z) and H the entropy: d logp_t/dz = onehot(t) - p and
     dH/dz = -p * (z - E_p[z]) = -p * (log p + H).  So
     dL/dz = onehot(t) * g_logp - p * (g_logp + g_H * (log p + H)), divided by the temperature.
+    The caller turns it into the ``hidden`` gradient and adds it into the ``weight`` gradient
+    in place (``addmm_``), so no ``[V, H]`` tensor is allocated per chunk.
     """
     grad_logits = _chunk_logits(h, weight, temperature)  # [n, V], logits for now
     grad_logits.sub_(lse[:, None])  # log p
@@ -134,12 +136,11 @@ def _chunk_backward(h, weight, t, lse, entropy, grad_logp, grad_entropy, tempera
     grad_logits.scatter_add_(-1, t[:, None], grad_logp[:, None])
     if temperature != 1.0:
         grad_logits.div_(temperature)
-    grad_logits = grad_logits.to(h.dtype)
-    return grad_logits @ weight, grad_logits.T @ h  # [n, H], [V, H]
+    return grad_logits
 
 
 _compiled_chunk_forward = compiled(_chunk_forward, dynamic=True)
-_compiled_chunk_backward = compiled(_chunk_backward, dynamic=True)
+_compiled_chunk_grad_logits = compiled(_chunk_grad_logits, dynamic=True)
 
 
 class _ChunkedTokenLogprobs(torch.autograd.Function):
@@ -148,8 +149,6 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
         step = _compiled_chunk_forward if use_compile else _chunk_forward
         outputs = [step(hidden[i : i + chunk_size], weight, targets[i : i + chunk_size], temperature)
                    for i in range(0, hidden.shape[0], chunk_size)]
-        if not outputs:
-            raise ValueError("token_logprobs needs at least one token")
         logp, entropy, lse = (torch.cat(parts) for parts in zip(*outputs))
         ctx.save_for_backward(hidden, weight, targets, lse, entropy.detach())
         ctx.chunk_size, ctx.temperature, ctx.use_compile = chunk_size, temperature, use_compile
@@ -159,21 +158,22 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_logp, grad_entropy, _grad_lse):
         hidden, weight, targets, lse, entropy = ctx.saved_tensors
-        step = _compiled_chunk_backward if ctx.use_compile else _chunk_backward
+        step = _compiled_chunk_grad_logits if ctx.use_compile else _chunk_grad_logits
         grad_logp = torch.zeros_like(lse) if grad_logp is None else grad_logp.to(lse.dtype)
         grad_entropy = torch.zeros_like(lse) if grad_entropy is None else grad_entropy.to(lse.dtype)
         grad_hidden = torch.empty_like(hidden) if ctx.needs_input_grad[0] else None
+        # Accumulated across chunks in the softmax dtype (at least float32), in place.
         grad_weight = (torch.zeros(weight.shape, dtype=lse.dtype, device=weight.device)
                        if ctx.needs_input_grad[1] else None)
         n = ctx.chunk_size
         for i in range(0, hidden.shape[0], n):
             rows = slice(i, i + n)
-            g_h, g_w = step(hidden[rows], weight, targets[rows], lse[rows], entropy[rows],
-                            grad_logp[rows], grad_entropy[rows], ctx.temperature)
+            grad_logits = step(hidden[rows], weight, targets[rows], lse[rows], entropy[rows],
+                               grad_logp[rows], grad_entropy[rows], ctx.temperature)  # [n, V]
             if grad_hidden is not None:
-                grad_hidden[rows] = g_h
+                grad_hidden[rows] = grad_logits.to(hidden.dtype) @ weight  # [n, H]
             if grad_weight is not None:
-                grad_weight += g_w  # accumulate across chunks in (at least) float32
+                grad_weight.addmm_(grad_logits.T, hidden[rows].to(grad_weight.dtype))  # += [V, n] @ [n, H]
         grad_weight = grad_weight.to(weight.dtype) if grad_weight is not None else None
         return grad_hidden, grad_weight, None, None, None, None
 
@@ -186,20 +186,33 @@ def token_logprobs(
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     temperature: float = 1.0,
     compile: bool = False,
+    ignore_index: int | None = -100,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``log softmax(hidden @ weight.T / temperature)[targets]`` and the entropy, chunked.
 
     Args:
         hidden: ``[N, H]`` final hidden states of the positions that predict ``targets``.
         weight: ``[V, H]`` LM head weight (a bias-free linear head, as in Llama/Qwen/Mistral).
+            ``hidden`` and ``weight`` may differ in floating dtype (e.g. bf16 activations, an
+            fp32 head): the product is taken in the wider one, gradients come back in each
+            input's own dtype.
         targets: ``[N]`` token ids.
         chunk_size: tokens per chunk; peak extra memory is about ``3 × chunk_size × V`` floats.
         temperature: divides the logits (use the sampling temperature for on-policy ratios).
         compile: run each chunk's math through ``torch.compile`` (inductor), eager on failure.
+        ignore_index: positions whose target equals it get ``logp = entropy = 0`` and no
+            gradient (``None``: every target must be a valid id).
 
     Returns:
-        ``(logp, entropy)``, both float32 ``[N]``; gradients flow to ``hidden`` and ``weight``
-        through a chunked backward that recomputes each chunk's logits.
+        ``(logp, entropy)``, both float32 (or wider) ``[N]``; gradients flow to ``hidden`` and
+        ``weight`` through a chunked backward that recomputes each chunk's logits.  ``N = 0``
+        gives two empty tensors.
+
+    Example:
+        >>> import torch
+        >>> logp, entropy = token_logprobs(torch.randn(3, 4), torch.randn(6, 4), torch.tensor([1, -100, 5]))
+        >>> float(logp[1]), float(entropy[1]), bool(logp[0] < 0)
+        (0.0, 0.0, True)
     """
     if hidden.ndim != 2 or weight.ndim != 2 or targets.ndim != 1:
         raise ValueError(f"token_logprobs wants hidden [N, H], weight [V, H], targets [N]; got "
@@ -209,7 +222,24 @@ def token_logprobs(
                          f"weight {tuple(weight.shape)}, targets {tuple(targets.shape)}")
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if not (hidden.is_floating_point() and weight.is_floating_point()):
+        raise TypeError(f"token_logprobs wants floating hidden and weight, got {hidden.dtype} and {weight.dtype}")
+    out_dtype = torch.promote_types(torch.promote_types(hidden.dtype, weight.dtype), torch.float32)
+    if hidden.shape[0] == 0:  # nothing to score; keep the graph so callers can still backward
+        empty = (hidden.sum() + weight.sum()).to(out_dtype) * 0
+        return empty.expand(0), empty.expand(0)
+    if hidden.dtype != weight.dtype:  # mixed precision: multiply in the wider dtype (autograd casts back)
+        wide = torch.promote_types(hidden.dtype, weight.dtype)
+        hidden, weight = hidden.to(wide), weight.to(wide)
+    keep = None if ignore_index is None else targets != ignore_index
+    if keep is not None and not bool(keep.all()):
+        targets = targets.masked_fill(~keep, 0)  # any valid id; its outputs are zeroed below
+    if targets.numel() and (int(targets.min()) < 0 or int(targets.max()) >= weight.shape[0]):
+        raise ValueError(f"targets must be token ids in [0, {weight.shape[0]}) or ignore_index={ignore_index}, "
+                         f"got values in [{int(targets.min())}, {int(targets.max())}]")
     logp, entropy, _ = _ChunkedTokenLogprobs.apply(hidden, weight, targets, chunk_size, temperature, compile)
+    if keep is not None and not bool(keep.all()):  # zero outputs => zero upstream gradient for those rows
+        logp, entropy = logp * keep, entropy * keep
     return logp, entropy
 
 

@@ -60,6 +60,7 @@ class Turn:
     prompt_ids: list[int]
     action_ids: list[int]
     action: str  # the parsed command sent to the env
+    process_reward: float = 0.0  # this turn's info["process_reward"] (0 without a ProcessReward wrapper)
 
 
 @dataclass
@@ -77,20 +78,23 @@ class Episode:
     budget: int
     turns: list[Turn] = field(default_factory=list)
     won: bool = False
-    process_reward: float = 0.0  # sum of info["process_reward"] (0 without a ProcessReward wrapper)
+    terminated: bool = False  # the MDP ended (won or lost); False when the budget truncated it
     invalid_actions: int = 0  # commands that were not admissible
 
-    def total_return(self, process_reward_coef: float) -> float:
-        """The trajectory's return: success plus the weighted process reward."""
-        return float(self.won) + process_reward_coef * self.process_reward
+    @property
+    def lost(self) -> bool:
+        """Ended by the env without a win (e.g. KeyDoor's wrong door), not by the budget."""
+        return self.terminated and not self.won
 
 
 def make_train_env(config: TrainConfig) -> gym.Env:
     """The training env: ``config.env_id`` under ``TurnBudget(config.budget)`` (+ ``ProcessReward``)."""
     env = make_budget_env(config.env_id, config.budget, show_budget=config.show_budget, **config.env_kwargs)
     if config.process_reward:
-        # outermost, so it sees the budget's truncation (see ProcessReward's docstring)
-        return ProcessReward(env, signal=config.process_reward, coef=1.0)
+        # Outermost, so it sees the budget's truncation (see ProcessReward's docstring).  The raw
+        # per-turn signal (not the potential-based form, whose zero end potential hands every
+        # bonus back on the last turn): the trainer turns it into per-turn returns-to-go.
+        env = ProcessReward(env, signal=config.process_reward, coef=1.0, potential_based=False)
     return env
 
 
@@ -155,11 +159,11 @@ def collect_episodes(
             admissible = infos[i]["admissible_commands"]
             action = reply_to_action(tokenizer, reply_ids, admissible)
             episode = episodes[i]
-            episode.turns.append(Turn(prompt_ids, reply_ids, action))
             episode.invalid_actions += action not in admissible
             obs, _, terminated, truncated, info = envs[i].step(action)
-            episode.process_reward += float(info.get("process_reward", 0.0))
+            episode.turns.append(Turn(prompt_ids, reply_ids, action, float(info.get("process_reward", 0.0))))
             episode.won = episode.won or bool(info.get("won", False))
+            episode.terminated = bool(terminated)
             histories[i][-1] = (histories[i][-1][0], action)
             histories[i].append((obs, None))
             infos[i] = info

@@ -5,9 +5,10 @@ One *update* (``config.total_updates`` of them) is::
     tasks   = tasks_per_update env seeds drawn from (seed, update)      # B tasks
     seeds   = each task repeated group_size times                       # B*G episodes
     episodes = collect_episodes(model, envs, seeds)                     # multi-turn, batched generation
-    R       = won + process_reward_coef * process_reward                # [B*G]
+    R       = won                                                       # [B*G] outcome returns
     A       = group_advantages(R)                                       # [B*G], GRPO or RLOO
-    samples = every turn of every episode, action tokens carry A        # S turns, N action tokens
+    G[i,t]  = process return-to-go of turn t (0 without process reward) # per turn (train/grpo.py)
+    samples = every turn of every episode, its tokens carry A[i] + c*G[i,t]   # S turns, N action tokens
     for epoch in range(update_epochs):
         for minibatch in split(shuffle(samples), minibatches):
             for micro in split(minibatch, micro_batch_size):           # gradient accumulation
@@ -30,6 +31,7 @@ Example:
 from __future__ import annotations
 
 import csv
+import inspect
 import json
 import math
 import random
@@ -38,12 +40,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import numpy as np
 import torch
 
 from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.train.config import TrainConfig
-from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, turn_samples
+from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, token_weight, turn_samples
 from agentgym_budget.train.kernels import policy_loss
 from agentgym_budget.train.rollout import LMPolicy
 from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory
@@ -114,6 +117,8 @@ class Trainer:
         use_bf16 = config.bf16 == "on" or (config.bf16 == "auto" and self.device.type == "cuda"
                                            and torch.cuda.is_bf16_supported())
         self.autocast_dtype = torch.bfloat16 if use_bf16 else None
+        self.use_compile = config.compile == "on" or (config.compile == "auto" and self.device.type == "cuda")
+        self.eval_env_kwargs, self.eval_held_out = evaluation_env_kwargs(config)  # fail before loading anything
         self.output_dir = Path(config.output_dir)
         self.output_dir.mkdir(parents=True, exist_ok=True)
 
@@ -177,9 +182,11 @@ class Trainer:
         self.episodes_done += len(episodes)
         self.env_steps_done += sum(len(e.turns) for e in episodes)
 
-        returns = torch.tensor([e.total_return(config.process_reward_coef) for e in episodes])  # [B*G]
+        returns = torch.tensor([float(e.won) for e in episodes])  # [B*G] outcome returns
         advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std)
-        samples = turn_samples(episodes, advantages)
+        # per-turn advantages: outcome advantage + coef * process return-to-go (see train/grpo.py)
+        samples = turn_samples(episodes, advantages, config.process_reward_coef if config.process_reward else 0.0,
+                               config.process_gamma)
 
         start = time.perf_counter()
         update_stats = self._optimize(samples, shuffle_seed=int(task_rng.integers(2**31 - 1)))
@@ -195,6 +202,7 @@ class Trainer:
             "turns_mean": float(np.mean(turns)),
             "invalid_action_rate": sum(e.invalid_actions for e in episodes) / max(sum(turns), 1),
             "zero_advantage_groups": float((advantages.view(-1, config.group_size).abs().sum(1) == 0).float().mean()),
+            "process_return_mean": float(np.mean([sum(t.process_reward for t in e.turns) for e in episodes])),
             **update_stats,
             "rollout_seconds": rollout_seconds,
             "update_seconds": time.perf_counter() - start,
@@ -213,7 +221,8 @@ class Trainer:
             order = torch.randperm(len(samples), generator=generator).tolist()
             for minibatch in np.array_split(np.array(order, dtype=np.int64), config.minibatches):
                 minibatch = minibatch.tolist()
-                weights = [_token_weight_sum(samples[i], config.loss_aggregation) for i in minibatch]
+                weights = [token_weight(samples[i], config.loss_aggregation) * samples[i].action_tokens
+                           for i in minibatch]
                 normalizer = max(sum(weights), 1e-8)  # the loss is a mean over the whole minibatch
                 if config.kl_coef == 0 and config.entropy_coef == 0:  # zero advantage = zero gradient
                     minibatch = [i for i in minibatch if samples[i].advantage != 0]
@@ -229,8 +238,10 @@ class Trainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
                 steps += 1
-        keys = ("loss", "pg_loss", "kl", "clip_fraction", "approx_kl_old", "entropy", "grad_norm")
+        keys = ("loss", "pg_loss", "kl", "clip_fraction", "approx_kl_old", "grad_norm")
         out = {key: sums.get(key, 0.0) / max(steps, 1) for key in keys}
+        # the mean entropy of the tokens that went through the model (zero-advantage turns may be skipped)
+        out["entropy"] = sums.get("entropy_sum", 0.0) / max(sums.get("weight_sum", 0.0), 1e-8)
         out["optimizer_steps"] = steps
         out["action_tokens"] = sum(len(s.input_ids) - s.prompt_length for s in samples)
         return out
@@ -240,17 +251,18 @@ class Trainer:
         batch = collate([samples[i] for i in micro], pad_id, config.loss_aggregation)
         logp, entropy = action_logprobs(
             self.model, batch, temperature=config.temperature, fused=config.fused_logprobs,
-            chunk_size=config.logprob_chunk_size, compile=config.compile, autocast_dtype=self.autocast_dtype)
+            chunk_size=config.logprob_chunk_size, compile=self.use_compile, autocast_dtype=self.autocast_dtype)
         old = torch.cat([old_logps[i] for i in micro]) if old_logps is not None else logp.detach()
         ref = torch.cat([ref_logps[i] for i in micro]) if ref_logps is not None else None
         weights = batch["weights"].to(logp.device)
         loss, stats = policy_loss(
             logp, old, ref, batch["advantages"].to(logp.device), weights, epsilon_low=config.epsilon_low,
-            epsilon_high=config.epsilon_high, kl_coef=config.kl_coef, normalizer=normalizer, compile=config.compile)
+            epsilon_high=config.epsilon_high, kl_coef=config.kl_coef, normalizer=normalizer, compile=self.use_compile)
         entropy_term = (weights * entropy).sum() / normalizer
         loss = loss - config.entropy_coef * entropy_term
         loss.backward()
-        return {"loss": float(loss), "entropy": float(entropy_term), **{k: float(v) for k, v in stats.items()}}
+        return {"loss": float(loss.detach()), "entropy_sum": float((weights * entropy.detach()).sum()),
+                "weight_sum": float(weights.sum()), **{k: float(v) for k, v in stats.items()}}
 
     def _needs_old_logps(self) -> bool:
         # With one optimizer step per rollout the policy is still the sampler: old = logp.detach().
@@ -266,14 +278,15 @@ class Trainer:
             chunk = samples[start : start + config.micro_batch_size]
             batch = collate(chunk, self.tokenizer.pad_token_id, config.loss_aggregation)
             logp, _ = action_logprobs(model, batch, temperature=config.temperature, fused=config.fused_logprobs,
-                                      chunk_size=config.logprob_chunk_size, autocast_dtype=self.autocast_dtype)
+                                      chunk_size=config.logprob_chunk_size, compile=self.use_compile,
+                                      autocast_dtype=self.autocast_dtype)
             out += list(logp.split([len(s.input_ids) - s.prompt_length for s in chunk]))
         model.train(was_training)
         return out
 
     # -- evaluation -----------------------------------------------------------------------
     def evaluate(self) -> Any:
-        """Pass@(K,T) of the current policy on held-out tasks (seeds from ``eval_seed``).
+        """Pass@(K,T) of the current policy on the evaluation tasks (``eval_split``, seeds from ``eval_seed``).
 
         Writes ``output_dir/eval/update_NNNNNN/`` (the evaluator's ``passkt.json``/CSV files and
         heatmap) and logs every cell as ``eval/pass@K,T=T`` to ``eval.jsonl``/``eval.csv``.
@@ -285,14 +298,15 @@ class Trainer:
         policy = LMPolicy(self.model, self.tokenizer, config, temperature=config.eval_temperature)
         result = evaluate(env_id, policy, ks=config.eval_ks, ts=config.eval_ts, tasks=config.eval_tasks,
                           attempts=config.eval_attempts, seed=config.eval_seed,
-                          env_kwargs={**config.env_kwargs, "show_budget": config.show_budget}, bootstrap=200)
+                          env_kwargs=self.eval_env_kwargs, bootstrap=200)
         folder = self.output_dir / "eval" / f"{_CHECKPOINT_PREFIX}{self.update:06d}"
         result.save(folder)  # passkt.json, passkt.csv, task_counts.csv
         if config.eval_plots:
             from agentgym_budget.eval.plots import save_plots
 
             save_plots(result, folder)  # passkt_heatmap.png, passkt_curves.png
-        metrics = {"update": self.update, **{f"eval/pass@{k},T={t}": result.value(k, t)
+        metrics = {"update": self.update, "eval/held_out": float(self.eval_held_out),
+                   **{f"eval/pass@{k},T={t}": result.value(k, t)
                                               for k in config.eval_ks for t in config.eval_ts}}
         self.logger.log(metrics, stream="eval")
         return result
@@ -337,9 +351,41 @@ class Trainer:
         torch.set_rng_state(state["rng"]["torch"])
 
 
-def _token_weight_sum(sample: Any, aggregation: str) -> float:
-    """A turn's share of the loss normaliser: its token count (token-mean) or 1 (turn-mean)."""
-    return float(len(sample.input_ids) - sample.prompt_length) if aggregation == "token-mean" else 1.0
+def evaluation_env_kwargs(config: TrainConfig) -> tuple[dict[str, Any], bool]:
+    """The evaluation env's kwargs under ``config.eval_split``, and whether its tasks are held out.
+
+    Example:
+        >>> evaluation_env_kwargs(TrainConfig(env_id="ALFWorld-v0"))
+        ({'show_budget': False, 'split': 'valid_unseen'}, True)
+        >>> evaluation_env_kwargs(TrainConfig(env_id="KeyDoor-v0"))  # no split: the seeds repeat training set-ups
+        ({'show_budget': False}, False)
+    """
+    from agentgym_budget.envs.registration import family_of
+
+    kwargs = {**config.env_kwargs, "show_budget": config.show_budget}
+    if config.eval_split == "same":
+        return kwargs, False
+    try:
+        held_out = family_of(config.env_id).held_out_split
+    except gym.error.NameNotFound:  # a text env that is not ours: only an explicit split can be set
+        held_out = None
+    split = held_out if config.eval_split == "auto" else config.eval_split
+    if split is None:
+        return kwargs, False
+    train_split = config.env_kwargs.get("split", _default_split(config.env_id))
+    if train_split == split:
+        raise ValueError(f"eval_split {split!r} is the training split (env_kwargs split={train_split!r}); "
+                         f"pick another split or eval_split='same'")
+    return {**kwargs, "split": split}, train_split != "all"  # WebShop's 'all' contains every split
+
+
+def _default_split(env_id: str) -> Any:
+    """The ``split`` an env id is made with when none is given (its class's default)."""
+    spec = gym.spec(env_id)
+    if "split" in spec.kwargs:
+        return spec.kwargs["split"]
+    parameter = inspect.signature(gym.envs.registration.load_env_creator(spec.entry_point)).parameters.get("split")
+    return None if parameter is None else parameter.default
 
 
 def _progress_bar(enabled: bool, initial: int, total: int) -> Any:

@@ -1,0 +1,107 @@
+"""Per-turn credit of the trainer (train/grpo.py): process rewards as returns-to-go on top of the
+outcome advantage, with the loss rule.  Episodes are played for real through the training env
+(``make_train_env``: TurnBudget + ProcessReward), scripted, then scored as the trainer scores them.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+
+import agentgym_budget  # noqa: F401  (registers the envs)
+from agentgym_budget.train.config import TrainConfig
+from agentgym_budget.train.grpo import group_advantages, process_returns_to_go, turn_samples
+from agentgym_budget.train.rollout import Episode, Turn, make_train_env
+
+
+def _play(config: TrainConfig, actions: list[str], reset_options: dict | None = None, seed: int = 0) -> Episode:
+    env = make_train_env(config)
+    obs, info = env.reset(seed=seed, options=reset_options)
+    episode = Episode(seed=seed, task=str(info["task"]), budget=int(info["budget"]))
+    for action in actions:
+        obs, _, terminated, truncated, info = env.step(action)
+        episode.turns.append(Turn([1], [2], action, float(info.get("process_reward", 0.0))))
+        episode.won = episode.won or bool(info.get("won"))
+        episode.terminated = bool(terminated)
+        if terminated or truncated:
+            break
+    return episode
+
+
+def _scores(episodes: list[Episode], coef: float = 0.1) -> list[float]:
+    """Each episode's overall credit as the trainer gives it: its first turn's advantage."""
+    advantages = group_advantages(torch.tensor([float(e.won) for e in episodes]), len(episodes))
+    samples = turn_samples(episodes, advantages, process_coef=coef)
+    starts = [sum(len(e.turns) for e in episodes[:i]) for i in range(len(episodes))]
+    return [samples[s].advantage for s in starts]
+
+
+def _key_door(signal: str, budget: int = 4) -> TrainConfig:
+    return TrainConfig(env_id="KeyDoor-v0", budget=f"fixed:{budget}", process_reward=signal)
+
+
+@pytest.mark.parametrize("coef", [0.1, 1.0, 10.0])
+def test_key_door_ranks_win_over_timeout_with_progress_over_timeout_without_over_loss(coef):
+    config, task = _key_door("expert_progress"), {"task": "red-blue"}
+    win = _play(config, ["take key", "open red door"], task)
+    timeout_progress = _play(config, ["take key", "open green door", "look", "look"], task)
+    timeout_nothing = _play(config, ["open red door", "open red door", "look", "look"], task)
+    loss = _play(config, ["take key", "open blue door"], task)
+    assert (win.won, loss.lost, timeout_progress.terminated, timeout_nothing.terminated) == (True, True, False, False)
+    s_win, s_progress, s_nothing, s_loss = _scores([win, timeout_progress, timeout_nothing, loss], coef)
+    assert s_win > s_progress > s_nothing >= s_loss
+    # The old telescoping form paid the loss as much as the win (2.0 vs 2.0): here it keeps nothing.
+    assert sum(t.process_reward for t in loss.turns) > 0  # the env's raw signal did reward the loss...
+    assert process_returns_to_go([t.process_reward for t in loss.turns], lost=True)[0] == 0.0  # ...credit doesn't
+
+
+def test_invalid_actions_are_charged_in_episodes_that_end_in_a_win_or_a_loss():
+    config, task = _key_door("invalid_penalty"), {"task": "red-blue"}
+    clean_win = _play(config, ["take key", "open red door"], task)
+    sloppy_win = _play(config, ["dance", "take key", "open red door"], task)
+    clean_loss = _play(config, ["take key", "open blue door"], task)
+    sloppy_loss = _play(config, ["dance", "take key", "open blue door"], task)
+    win_scores = _scores([clean_win, sloppy_win, clean_loss, sloppy_loss])
+    assert win_scores[0] > win_scores[1] and win_scores[2] > win_scores[3]
+    assert process_returns_to_go([t.process_reward for t in sloppy_win.turns], lost=False)[0] == -1.0
+    assert process_returns_to_go([t.process_reward for t in sloppy_loss.turns], lost=True)[0] == -1.0
+
+
+@pytest.mark.slow
+def test_scripted_alfworld_episode_ranks_win_over_progress_over_nothing():
+    config = TrainConfig(env_id="ALFWorld-v0", budget="fixed:60", process_reward="expert_progress",
+                         env_kwargs={"expert_plan_horizon": 100})
+    env = make_train_env(config)
+    _, info = env.reset(seed=3)
+    plan = list(info["expert_plan"])
+    env.close()
+    assert len(plan) >= 4
+    win = _play(config, plan, seed=3)
+    half = _play(config, plan[: len(plan) // 2] + ["look"] * 60, seed=3)
+    nothing = _play(config, ["look"] * 60, seed=3)
+    assert win.won and not half.won and not nothing.won and not half.terminated
+    s_win, s_half, s_nothing = _scores([win, half, nothing])
+    assert s_win > s_half > s_nothing
+
+
+@given(st.lists(st.sampled_from([-1.0, 0.0, 1.0, 2.0]), min_size=1, max_size=12),
+       st.lists(st.sampled_from([-1.0, 0.0]), min_size=1, max_size=12), st.booleans())
+def test_a_loss_never_scores_above_a_timeout_with_the_same_progress(before, tail, lost_with_gain):
+    # Same turns up to the end; one episode times out there, the other loses on one more turn.
+    timeout = process_returns_to_go(before, lost=False)[0]
+    loss = process_returns_to_go([*before, 2.0 if lost_with_gain else -1.0], lost=True)[0]
+    assert loss <= timeout and loss <= 0.0
+
+
+@given(st.lists(st.sampled_from([-1.0, 1.0]), min_size=0, max_size=10), st.integers(1, 4),
+       st.sampled_from([0.1, 1.0, 5.0]))
+def test_shaping_cannot_reorder_two_failures_that_make_no_progress(wander, pad, coef):
+    # Two timeouts with outcome 0 whose process rewards sum to zero (they wander and come back):
+    # their overall credit is equal whatever the detours, so shaping does not pick one.
+    back = [-r for r in reversed(wander)]
+    a = Episode(0, "t", 10, [Turn([1], [2], "x", r) for r in [*wander, *back]] or [Turn([1], [2], "x", 0.0)])
+    b = Episode(0, "t", 10, [Turn([1], [2], "x", 0.0) for _ in range(pad)])
+    s_a, s_b = _scores([a, b], coef)
+    assert s_a == pytest.approx(s_b)
