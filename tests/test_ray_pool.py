@@ -218,8 +218,9 @@ def test_trainer_rollouts_on_ray_give_the_local_learner_batch(ray_instance):
     envs = [make_train_env(config) for _ in seeds]
 
     def learner_batch(episodes):
-        returns = torch.tensor([e.total_return(config.process_reward_coef) for e in episodes])
-        return turn_samples(episodes, group_advantages(returns, config.group_size, config.advantage, config.scale_by_std))
+        returns = torch.tensor([float(e.won) for e in episodes])  # as Trainer._update computes them
+        advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std)
+        return turn_samples(episodes, advantages, config.process_reward_coef, config.process_gamma)
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # tiny ops: one thread is much faster on a busy machine (actors copy it)

@@ -4,7 +4,16 @@ Registered names: ``random``, ``expert``, ``noisy-expert`` and ``hf`` (a Hugging
 LM; torch/transformers are imported only when it is built).
 """
 
-from agentgym_budget.policies.base import POLICIES, Policy, make_policy, policy_names, register_policy
+from agentgym_budget.policies.base import (
+    POLICIES,
+    BatchPolicy,
+    Policy,
+    PolicyReply,
+    as_batch_policy,
+    make_policy,
+    policy_names,
+    register_policy,
+)
 from agentgym_budget.policies.baselines import ExpertPolicy, NoisyExpertPolicy, RandomPolicy
 from agentgym_budget.policies.prompting import build_prompt, parse_action
 
@@ -19,10 +28,13 @@ POLICIES.setdefault("hf", _make_hf)
 
 __all__ = [
     "POLICIES",
+    "BatchPolicy",
     "ExpertPolicy",
     "NoisyExpertPolicy",
     "Policy",
+    "PolicyReply",
     "RandomPolicy",
+    "as_batch_policy",
     "build_prompt",
     "make_policy",
     "parse_action",

@@ -15,10 +15,22 @@ Example:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["POLICIES", "Policy", "make_policy", "policy_names", "register_policy"]
+__all__ = [
+    "POLICIES",
+    "BatchPolicy",
+    "Policy",
+    "PolicyReply",
+    "SequentialBatchPolicy",
+    "as_batch_policy",
+    "make_policy",
+    "policy_names",
+    "register_policy",
+]
 
 
 @runtime_checkable
@@ -40,6 +52,74 @@ class Policy(Protocol):
     def reset(self, seed: int | None = None) -> None: ...
 
     def act(self, obs: str, info: dict[str, Any]) -> str: ...
+
+
+@dataclass
+class PolicyReply:
+    """What a policy answered at one turn: the action, and for a language model what it said.
+
+    ``text`` is the raw reply the action was parsed from (``None`` for non-LLM policies);
+    token counts are ``None`` where the backend does not report them.
+    """
+
+    action: str
+    text: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+@runtime_checkable
+class BatchPolicy(Protocol):
+    """A policy that acts on many episodes at once (what the evaluator and the trainer drive).
+
+    * ``start(seed)``: a new episode; returns that episode's state (history, random state),
+      which the policy alone reads or changes.  All randomness of the episode comes from
+      ``seed``, so an episode's actions do not depend on which other episodes share a batch.
+    * ``act_batch(states, observations, infos)``: one :class:`PolicyReply` per episode, in order.
+      A policy that talks to a server may run the requests concurrently inside this call.
+
+    A plain :class:`Policy` becomes one with :func:`as_batch_policy`.
+    """
+
+    name: str
+    reads_budget: bool
+
+    def start(self, seed: int) -> Any: ...
+
+    def act_batch(
+        self, states: Sequence[Any], observations: Sequence[str], infos: Sequence[dict[str, Any]]
+    ) -> list[PolicyReply]: ...
+
+
+class SequentialBatchPolicy:
+    """A :class:`Policy` as a :class:`BatchPolicy`: one copy of the policy per episode in flight.
+
+    Each episode's state is a deep copy of the prototype policy, reset with the episode's seed
+    and asked for its actions one by one, so the actions are exactly those of the policy run
+    alone (batching a plain policy changes nothing but the order of calls).
+    """
+
+    def __init__(self, policy: Policy) -> None:
+        self.policy = policy
+        self.name = policy.name
+        self.reads_budget = policy.reads_budget
+
+    def start(self, seed: int) -> Policy:
+        episode_policy = copy.deepcopy(self.policy)
+        episode_policy.reset(seed=seed)
+        return episode_policy
+
+    def act_batch(
+        self, states: Sequence[Policy], observations: Sequence[str], infos: Sequence[dict[str, Any]]
+    ) -> list[PolicyReply]:
+        return [PolicyReply(state.act(obs, info)) for state, obs, info in zip(states, observations, infos)]
+
+
+def as_batch_policy(policy: Policy | BatchPolicy) -> BatchPolicy:
+    """``policy`` itself when it acts in batches, else a :class:`SequentialBatchPolicy` over it."""
+    if hasattr(policy, "act_batch") and hasattr(policy, "start"):
+        return policy  # type: ignore[return-value]
+    return SequentialBatchPolicy(policy)
 
 
 #: Policy factories by name (``make_policy(name, **kwargs)`` calls them).
