@@ -313,7 +313,6 @@ def test_the_gguf_model_computes_the_same_logits_as_the_torch_model(llama_cpp: A
     assert llm.detokenize(ids).decode() == tokenizer.decode(ids)
 
 
-@pytest.mark.slow
 def test_the_real_server_completes_many_conversations_concurrently(llama: LlamaServer) -> None:
     backend = OpenAIChatBackend(llama.model, base_url=llama.base_url, max_concurrency=4, timeout=30, max_retries=1)
     replies = backend.complete([conversation(i) for i in range(6)], list(range(6)), Sampling(max_new_tokens=12))
@@ -325,7 +324,6 @@ def test_the_real_server_completes_many_conversations_concurrently(llama: LlamaS
     assert longer.prompt_tokens > replies[0].prompt_tokens
 
 
-@pytest.mark.slow
 def test_the_real_server_is_reproducible_by_seed(llama: LlamaServer) -> None:
     backend = OpenAIChatBackend(llama.model, base_url=llama.base_url, timeout=30, max_retries=1)
     convs = [conversation(i) for i in range(4)]
@@ -339,7 +337,6 @@ def test_the_real_server_is_reproducible_by_seed(llama: LlamaServer) -> None:
     assert len(set(first)) > 1  # the seed, not a fixed sampler state, decides the reply
 
 
-@pytest.mark.slow
 def test_the_cache_answers_a_repeat_without_the_server(llama: LlamaServer, tmp_path: Path) -> None:
     convs, seeds, sampling = [conversation(i) for i in range(3)], [5, 6, 7], Sampling(temperature=1.0, max_new_tokens=8)
     with OpenAIChatBackend(llama.model, base_url=llama.base_url, cache=tmp_path / "replies.sqlite",
@@ -355,7 +352,6 @@ def test_the_cache_answers_a_repeat_without_the_server(llama: LlamaServer, tmp_p
         down.complete(convs, [5, 6, 8], sampling)
 
 
-@pytest.mark.slow
 def test_the_real_server_with_a_wrong_model_name(llama: LlamaServer) -> None:
     backend = OpenAIChatBackend("Qwen2.5-7B-Instruct", base_url=llama.base_url, max_retries=0)
     with pytest.raises(ServedModelError, match=r"'Qwen2.5-7B-Instruct' is not served at .*: 'tiny-alfworld'") as err:
@@ -363,7 +359,6 @@ def test_the_real_server_with_a_wrong_model_name(llama: LlamaServer) -> None:
     assert "\n" not in str(err.value)
 
 
-@pytest.mark.slow
 def test_the_real_server_with_a_tiny_timeout(llama: LlamaServer) -> None:
     backend = OpenAIChatBackend(llama.model, base_url=llama.base_url, timeout=0.002, max_retries=0,
                                 check_model=False)  # so that the chat request itself times out
