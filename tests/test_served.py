@@ -364,3 +364,24 @@ def test_the_real_server_with_a_tiny_timeout(llama: LlamaServer) -> None:
                                 check_model=False)  # so that the chat request itself times out
     with pytest.raises(ServedModelError, match="did not answer within timeout=0.002s"):
         backend.complete([conversation(0)], [0], Sampling(max_new_tokens=400))
+
+
+def test_the_llama_server_stops_its_process_group_at_exit(llama_cpp: Any, gguf_path: Path) -> None:
+    import urllib.request
+
+    with LlamaServer(gguf_path, model="stop-me") as server:
+        process, url = server.process, server.base_url
+        with urllib.request.urlopen(f"{url}/models", timeout=5) as response:
+            assert json.load(response)["data"][0]["id"] == "stop-me"
+    assert process is not None and process.poll() is not None and server.process is None
+    with pytest.raises(OSError):
+        urllib.request.urlopen(f"{url}/models", timeout=2)
+
+
+def test_a_llama_server_that_dies_says_why(llama_cpp: Any, tmp_path: Path) -> None:
+    from tools.llama_server import LlamaServerError
+
+    bad = tmp_path / "broken.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    with pytest.raises(LlamaServerError, match=r"exited with code \d+ before answering; its last output:"):
+        LlamaServer(bad, chat_format="chatml", startup_timeout=60).start()
