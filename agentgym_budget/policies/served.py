@@ -152,7 +152,8 @@ class OpenAIChatBackend:
     server.  ``timeout``: seconds per request attempt.  ``max_retries``: extra attempts after a
     429/5xx/connection error/timeout.  ``cache``: a sqlite path (or :class:`ResponseCache`).
     ``check_model``: before the first request, ask ``/v1/models`` whether ``model`` is served
-    (servers such as llama.cpp's would otherwise answer with whatever model they hold).
+    (servers such as llama.cpp's would otherwise answer with whatever model they hold); that
+    check retries at most once, so a server that is not running is reported in about a second.
     """
 
     def __init__(
@@ -268,11 +269,12 @@ class OpenAIChatBackend:
                 f"max_concurrency={self.max_concurrency})")
 
     # -- errors ------------------------------------------------------------------------------
-    def _error(self, err: Exception) -> ServedModelError:
-        """The one-line :class:`ServedModelError` for an ``openai`` exception."""
+    def _error(self, err: Exception, retries: int | None = None) -> ServedModelError:
+        """The one-line :class:`ServedModelError` for an ``openai`` exception (after ``retries``)."""
         openai = require("openai", "openai")
         where = f"the OpenAI-compatible server at {self.base_url}"
-        tries = f"{self.max_retries + 1} attempt{'s' if self.max_retries else ''}"
+        retries = self.max_retries if retries is None else retries
+        tries = f"{retries + 1} attempt{'s' if retries else ''}"
         if isinstance(err, openai.APITimeoutError):
             return ServedModelError(_one_line(
                 f"{where} did not answer within timeout={self.timeout:g}s ({tries}): it may be overloaded; "
@@ -303,15 +305,20 @@ class OpenAIChatBackend:
             f"model {self.model!r} is not served at {self.base_url}; it serves: {shown or 'no models'}", limit=2000))
 
     def _served_models(self) -> list[str] | None:
-        """The ids ``/v1/models`` lists, or ``None`` where the server has no such listing."""
+        """The ids ``/v1/models`` lists, or ``None`` where the server has no such listing.
+
+        At most one retry: a server that is not up at the start of a run is most often not
+        running at all, which is best said at once (requests later retry ``max_retries`` times).
+        """
         openai = require("openai", "openai")
+        retries = min(self.max_retries, 1)
         try:
-            return [m.id for m in self.client.models.list()]
+            return [m.id for m in self.client.with_options(max_retries=retries).models.list()]
         except (openai.NotFoundError, openai.PermissionDeniedError, openai.UnprocessableEntityError,
                 openai.BadRequestError):
             return None
         except openai.OpenAIError as err:
-            raise self._error(err) from err
+            raise self._error(err, retries) from err
 
     def check(self) -> None:
         """Raise :class:`ServedModelError` unless the server answers and serves ``model``."""
