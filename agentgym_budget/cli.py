@@ -55,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
 
     ev = sub.add_parser("eval", help="Pass@(K,T) of a policy on an env, with behaviour metrics and plots")
     ev.add_argument("--env", default=DEFAULT_ENV, help=f"registered env id (default {DEFAULT_ENV})")
-    ev.add_argument("--policy", default="noisy-expert", help="policy name: random, expert, noisy-expert, hf")
+    ev.add_argument("--policy", default="noisy-expert",
+                    help="policy name: random, expert, noisy-expert, hf (local model), openai (served model)")
     ev.add_argument("--policy-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
                     help="policy option, repeatable (e.g. p=0.5, model=path/to/model)")
     ev.add_argument("--env-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
@@ -68,6 +69,9 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--workers", type=int, default=1,
                     help="worker processes, or Ray actors with --backend ray (there 1 = one per cluster CPU); "
                          "results do not depend on it")
+    ev.add_argument("--concurrency", "--batch-size", dest="concurrency", type=int, default=1, metavar="N",
+                    help="episodes in flight per worker: an LLM policy gets all their turns in one batched call "
+                         "(local model) or N concurrent requests (served model); results do not depend on it")
     ev.add_argument("--backend", choices=["local", "ray"], default="local",
                     help="local processes, or Ray actors (needs the 'ray' extra)")
     ev.add_argument("--ray-address", default=None,
@@ -113,8 +117,9 @@ def _eval(args: argparse.Namespace) -> int:
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=Console(stderr=True), transient=True, disable=args.no_progress) as progress:
         bar = progress.add_task(f"{args.env} x {plan.policy_name} ({plan.mode})", total=len(plan.jobs))
-        result = run_evaluation(plan, executor=executor, workers=args.workers, out=out, resume=args.resume,
-                                on_record=lambda _: progress.advance(bar), bootstrap=args.bootstrap)
+        result = run_evaluation(plan, executor=executor, workers=args.workers, concurrency=args.concurrency, out=out,
+                                resume=args.resume, on_record=lambda _: progress.advance(bar),
+                                bootstrap=args.bootstrap)
     written = [*result.save(out), out / "episodes.jsonl"]
     if not args.no_plots:
         from agentgym_budget.eval.plots import save_plots
@@ -124,8 +129,11 @@ def _eval(args: argparse.Namespace) -> int:
     console.print(result.metrics_table())
     timing = result.timing
     console.print(f"{timing['episodes']} episodes, {timing['steps']} turns in {timing['rollout_seconds']:.1f} s "
-                  f"({timing['episodes_per_second']:.0f} episodes/s, workers={args.workers}); metrics "
-                  f"{timing['metrics_seconds'] * 1000:.0f} ms")
+                  f"({timing['episodes_per_second']:.0f} episodes/s, workers={args.workers}, "
+                  f"concurrency={args.concurrency}); metrics {timing['metrics_seconds'] * 1000:.0f} ms")
+    if result.usage.get("completion_tokens") is not None:
+        console.print(f"tokens: {result.usage['prompt_tokens']:,} prompt, {result.usage['completion_tokens']:,} "
+                      f"completion")
     console.print("wrote " + ", ".join(str(p) for p in written))
     return 0
 

@@ -80,10 +80,13 @@ def test_importing_the_package_cli_and_eval_stays_light() -> None:
     assert out.strip() == "[]"
 
 
-def test_eval_with_the_hf_policy_on_a_tiny_random_model(tmp_path, capsys) -> None:
+def test_eval_with_the_hf_policy_on_the_tiny_model_batched(tmp_path, capsys) -> None:
     pytest.importorskip("transformers")
-    args = ["eval", "--env", "KeyDoor-Budget-v0", "--k", "1", "--t", "2", "--tasks", "1", "--no-progress", "--no-plots",
-            "--policy", "hf", "--policy-arg", "model=tiny-random", "--policy-arg", "max_new_tokens=4",
-            "--out", str(tmp_path)]
+    args = ["eval", "--env", "KeyDoor-Budget-v0", "--k", "1,2", "--t", "2", "--tasks", "3", "--no-progress",
+            "--no-plots", "--policy", "hf", "--policy-arg", "model=tiny", "--policy-arg", "tiny_env=KeyDoor-v0",
+            "--policy-arg", "max_new_tokens=4", "--batch-size", "4", "--out", str(tmp_path)]
     assert main(args) == 0
-    assert "hf(tiny-random)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "hf(tiny)" in out and "concurrency=4" in out and "completion" in out
+    result = json.loads((tmp_path / "passkt.json").read_text())
+    assert result["config"]["concurrency"] == 4 and 0 < result["usage"]["completion_tokens"] <= 6 * 2 * 4

@@ -8,8 +8,8 @@ import torch
 
 from agentgym_budget.train import TrainConfig, Trainer
 from agentgym_budget.train.grpo import TurnSample, collate, group_advantages
-from agentgym_budget.train.rollout import fit_prompt
-from agentgym_budget.train.tiny_model import format_warmup, tiny_model_and_tokenizer
+from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+from agentgym_budget.train.warmup import format_warmup
 
 torch.set_num_threads(1)
 
@@ -51,32 +51,13 @@ def test_collate_puts_only_action_tokens_in_the_loss():
     assert collate(samples, 0, "turn-mean")["weights"].tolist() == [0.5, 0.5, 1.0]
 
 
-# -- prompting ----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny():
-    return tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
-
-
-def test_fit_prompt_drops_the_oldest_turns_first_and_keeps_the_task(tiny):
-    _, tokenizer = tiny
-    history = [(f"observation number {i} " * 5, f"action {i}") for i in range(6)] + [("now", None)]
-    full = fit_prompt(tokenizer, history, "open the red door", None, max_prompt_tokens=10_000)
-    cut = fit_prompt(tokenizer, history, "open the red door", None, max_prompt_tokens=len(full) - 10)
-    text = tokenizer.decode(cut)
-    assert len(cut) <= len(full) - 10
-    assert "open the red door" in text and "observation number 0" not in text and "observation number 5" in text
-    shown = tokenizer.decode(fit_prompt(tokenizer, history, "t", None, 10_000, max_turns_shown=2))
-    assert "observation number 5" in shown and "observation number 4" not in shown
-    assert len(fit_prompt(tokenizer, [("x " * 500, None)], "t", None, max_prompt_tokens=50)) == 50
-
-
 # -- the whole loop -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def warm_model_path(tmp_path_factory):
     """A tiny model after a short format warm-up (random admissible commands), saved like a HF model."""
     path = tmp_path_factory.mktemp("warm_model")
     model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
-    format_warmup(model, tokenizer, "KeyDoor-v0", steps=40, batch_size=16, seed=0)
+    format_warmup(model, tokenizer, "KeyDoor-v0", steps=80, batch_size=16, seed=0)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.eval.rollout import EpisodeJob, EpisodeRecord, RecordCallback, RolloutSpec, run_episode
+from agentgym_budget.eval.rollout import EpisodeJob, EpisodeRecord, EpisodeRunner, RecordCallback, RolloutSpec
 
 __all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray", "keep_sigterm_handler"]
 
@@ -59,7 +59,7 @@ def import_ray() -> Any:
 
 
 class EpisodeWorker:
-    """The actor body: one env and one policy, rebuilt only when the run's spec changes.
+    """The actor body: one :class:`~agentgym_budget.eval.rollout.EpisodeRunner`, rebuilt when the run's spec changes.
 
     ``spec_box`` is ``[ObjectRef]`` (a list, so Ray does not resolve the reference on every
     call): the actor fetches the spec only when ``spec_key`` differs from the last one.
@@ -71,29 +71,26 @@ class EpisodeWorker:
         if setup is not None:
             setup()
         self._spec_key: str | None = None
-        self._spec: RolloutSpec | None = None
-        self._env: Any = None
-        self._policy: Any = None
+        self._runner: EpisodeRunner | None = None
 
     def run_chunk(self, spec_key: str, spec_box: list[Any], jobs: list[EpisodeJob]) -> list[EpisodeRecord]:
         if spec_key != self._spec_key:
             self._load(spec_key, spec_box[0])
-        assert self._spec is not None
-        return [run_episode(self._env, self._policy, self._spec.seed, job) for job in jobs]
+        assert self._runner is not None
+        return self._runner.run(jobs)
 
     def _load(self, spec_key: str, spec_ref: Any) -> None:
         import ray
 
         spec: RolloutSpec = ray.get(spec_ref)
-        old = self._spec
+        old = self._runner.spec if self._runner is not None else None
         same_env = old is not None and (old.env_id, old.max_budget, old.env_kwargs) == (
             spec.env_id, spec.max_budget, spec.env_kwargs)
-        if not same_env:
-            if self._env is not None:
-                self._env.close()
-            self._env = spec.make_env()
-        self._policy = spec.make_policy()
-        self._spec, self._spec_key = spec, spec_key
+        envs = self._runner.envs if same_env and self._runner is not None else None
+        if not same_env and self._runner is not None:
+            self._runner.close()
+        self._runner = EpisodeRunner(spec, envs)
+        self._spec_key = spec_key
 
     def pid(self) -> int:
         import os

@@ -184,6 +184,7 @@ def evaluate(
     policy_kwargs: dict[str, Any] | None = None,
     mode: Mode = "auto",
     *,
+    concurrency: int = 1,
     executor: Executor | None = None,
     out: str | Path | None = None,
     resume: bool = False,
@@ -208,6 +209,9 @@ def evaluate(
             on top of the env family's ``eval_kwargs`` (ALFWorld: ``expert_plan_horizon=100``,
             full expert plans for the behaviour metrics); all are recorded in the result.
         mode: ``"auto"``, ``"shortcut"`` or ``"per_t"`` (see the module docstring).
+        concurrency: episodes in flight per worker; the policy is asked for all their actions
+            at once (one batched ``generate`` for a local model, that many requests for a
+            served one).  Recorded in the result, which does not depend on it.
         executor: runs the episodes (default: :func:`~agentgym_budget.eval.rollout.make_executor`
             with ``workers``); any object with ``run(spec, jobs, on_record)``, e.g. a
             :class:`~agentgym_budget.distributed.RayExecutor` (extra ``ray``; the caller closes it).
@@ -220,8 +224,9 @@ def evaluate(
         early_turns, plan_edges: parameters of the behaviour metrics (see ``eval.metrics``).
     """
     plan = plan_evaluation(env_id, policy, ks, ts, tasks, attempts, seed, env_kwargs, policy_kwargs, mode)
-    return run_evaluation(plan, executor=executor, workers=workers, out=out, resume=resume, on_record=on_record,
-                          bootstrap=bootstrap, ci_level=ci_level, early_turns=early_turns, plan_edges=plan_edges)
+    return run_evaluation(plan, executor=executor, workers=workers, concurrency=concurrency, out=out, resume=resume,
+                          on_record=on_record, bootstrap=bootstrap, ci_level=ci_level, early_turns=early_turns,
+                          plan_edges=plan_edges)
 
 
 def run_evaluation(
@@ -229,6 +234,7 @@ def run_evaluation(
     *,
     executor: Executor | None = None,
     workers: int = 1,
+    concurrency: int = 1,
     out: str | Path | None = None,
     resume: bool = False,
     on_record: Callable[[EpisodeRecord], None] | None = None,
@@ -243,10 +249,12 @@ def run_evaluation(
     """
     if resume and out is None:
         raise ValueError("resume=True needs out= (the folder holding episodes.jsonl)")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     executor = executor if executor is not None else make_executor(workers)
     log, saved = _open_log(plan, out, resume)
     start = time.perf_counter()
-    new = _run_missing(plan, executor, log, saved, on_record)
+    new = _run_missing(plan, _rollout_spec(plan, executor, concurrency), executor, log, saved, on_record)
     rollout_seconds = time.perf_counter() - start
     records = [saved[job] if job in saved else new[job] for job in plan.jobs]
 
@@ -257,20 +265,31 @@ def run_evaluation(
     grid = passkt_grid(successes, plan.attempts, plan.ks, plan.ts, bootstrap=bootstrap, ci_level=ci_level,
                        seed=plan.seed)
     config = {"env_kwargs": _jsonable(plan.env_kwargs), "policy_kwargs": _jsonable(plan.policy_kwargs),
-              "workers": workers, "executor": type(executor).__name__, "bootstrap": bootstrap,
-              "requested_mode": plan.requested_mode}
+              "workers": workers, "concurrency": concurrency, "executor": type(executor).__name__,
+              "bootstrap": bootstrap, "requested_mode": plan.requested_mode}
     timing = {"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
               "steps": sum(r.turns for r in records), "resumed_episodes": len(saved),
               "episodes_per_second": len(new) / rollout_seconds if rollout_seconds else 0.0}
-    return _assemble_result(plan, records, successes, grid, metrics, config, timing)
+    return _assemble_result(plan, records, successes, grid, metrics, config, timing, token_usage(records))
 
 
-def _rollout_spec(plan: EvaluationPlan, executor: Executor) -> RolloutSpec:
+def token_usage(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """Prompt and completion tokens over all episodes (``None`` where the policy reported none)."""
+    usage: dict[str, Any] = {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        counts = [getattr(r, key) for r in records if getattr(r, key) is not None]
+        usage[key] = sum(counts) if counts else None
+    usage["episodes_with_usage"] = sum(r.completion_tokens is not None for r in records)
+    return usage
+
+
+def _rollout_spec(plan: EvaluationPlan, executor: Executor, concurrency: int) -> RolloutSpec:
     # A serial run reuses the policy built by the plan; other executors rebuild a named policy per worker.
     reuse = isinstance(executor, SerialExecutor) or not isinstance(plan.policy, str)
     return RolloutSpec(
         env_id=plan.env_id, policy=plan.policy_obj if reuse else plan.policy, seed=plan.seed,
         max_budget=max(plan.ts), env_kwargs=plan.env_kwargs, policy_kwargs={} if reuse else plan.policy_kwargs,
+        concurrency=concurrency,
     )
 
 
@@ -286,7 +305,7 @@ def _open_log(plan: EvaluationPlan, out: str | Path | None, resume: bool
     return log, {job: r for r in previous if (job := EpisodeJob(r.task, r.attempt, r.budget)) in wanted}
 
 
-def _run_missing(plan: EvaluationPlan, executor: Executor, log: EpisodeLog | None,
+def _run_missing(plan: EvaluationPlan, spec: RolloutSpec, executor: Executor, log: EpisodeLog | None,
                  saved: dict[EpisodeJob, EpisodeRecord], on_record: Callable[[EpisodeRecord], None] | None
                  ) -> dict[EpisodeJob, EpisodeRecord]:
     """Run the planned episodes not in ``saved``, logging each as it finishes; Ctrl-C/SIGTERM leave a resumable log."""
@@ -303,7 +322,7 @@ def _run_missing(plan: EvaluationPlan, executor: Executor, log: EpisodeLog | Non
             on_record(record)
     try:
         with sigterm_as_interrupt():
-            return dict(zip(missing, executor.run(_rollout_spec(plan, executor), missing, record_done)))
+            return dict(zip(missing, executor.run(spec, missing, record_done)))
     except KeyboardInterrupt as e:
         if log is None:
             raise
@@ -317,7 +336,8 @@ def _run_missing(plan: EvaluationPlan, executor: Executor, log: EpisodeLog | Non
 
 
 def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], successes: np.ndarray, grid: Any,
-                     metrics: dict[str, Any], config: dict[str, Any], timing: dict[str, Any]) -> PassKTResult:
+                     metrics: dict[str, Any], config: dict[str, Any], timing: dict[str, Any],
+                     usage: dict[str, Any]) -> PassKTResult:
     plan_lengths = [-1] * plan.tasks
     if metrics["plan_lengths_known"]:
         for record in records:
@@ -326,7 +346,7 @@ def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], suc
         env_id=plan.env_id, policy=plan.policy_name, mode=plan.mode, show_budget=plan.show_budget, ks=plan.ks,
         ts=plan.ts, attempts=plan.attempts, seed=plan.seed, successes=successes,
         task_seeds=[task_seed(plan.seed, task) for task in range(plan.tasks)], plan_lengths=plan_lengths, grid=grid,
-        metrics=metrics, config=config, timing=timing,
+        metrics=metrics, config=config, timing=timing, usage=usage,
     )
 
 

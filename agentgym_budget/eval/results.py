@@ -35,7 +35,9 @@ class PassKTResult:
 
     ``successes[i, j]`` is the number of the ``attempts`` attempts at task ``j`` won within
     ``ts[i]`` turns.  ``mode`` is ``"shortcut"`` (every budget answered from one rollout at
-    the largest) or ``"per_t"`` (one rollout per budget).
+    the largest) or ``"per_t"`` (one rollout per budget).  ``usage``: the tokens an LLM
+    policy's backend reported, summed over the episodes (``prompt_tokens``,
+    ``completion_tokens``; ``None`` for policies that report none).
     """
 
     env_id: str
@@ -53,6 +55,7 @@ class PassKTResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_tasks(self) -> int:
@@ -92,6 +95,7 @@ class PassKTResult:
             "metrics": self.metrics,
             "config": self.config,
             "timing": self.timing,
+            "usage": self.usage,
         }
 
     @classmethod
@@ -110,6 +114,7 @@ class PassKTResult:
             ks=ks, ts=ts, attempts=data["attempts"], seed=data["seed"], successes=successes,
             task_seeds=list(data["task_seeds"]), plan_lengths=list(data["plan_lengths"]), grid=grid,
             metrics=data.get("metrics", {}), config=data.get("config", {}), timing=data.get("timing", {}),
+            usage=data.get("usage", {}),
         )
 
     def save_json(self, path: str | Path) -> Path:
