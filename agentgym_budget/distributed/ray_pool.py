@@ -79,7 +79,8 @@ class EpisodeWorker:
         if spec_key != self._spec_key:
             self._load(spec_key, spec_box[0])
         assert self._spec is not None
-        return [run_episode(self._env, self._policy, self._spec.seed, job) for job in jobs]
+        spec = self._spec
+        return [run_episode(self._env, self._policy, spec.seed, job, spec.transcripts) for job in jobs]
 
     def _load(self, spec_key: str, spec_ref: Any) -> None:
         import ray

@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import make_budget_env
-from agentgym_budget.policies.base import Policy, make_policy
+from agentgym_budget.policies.base import Policy, PolicyReply, make_policy
 from agentgym_budget.text import INVALID_ACTION_FEEDBACK
 
 __all__ = [
@@ -45,6 +45,7 @@ __all__ = [
     "records_for_budget",
     "run_episode",
     "task_seed",
+    "transcript_turn",
 ]
 
 UNKNOWN = -1  # marks a per-turn fact the env does not provide (no expert, no plan)
@@ -87,6 +88,11 @@ class EpisodeRecord:
     turn at which the task was won (``None``: not won within ``budget``).  ``seconds`` (wall
     time) is informational and excluded from equality.
 
+    ``transcript`` (``None`` unless transcripts were asked for) is what the agent saw and said:
+    ``{"turns": [transcript_turn(...), ...], "final_observation": str}``.  It is excluded from
+    equality and from :meth:`to_dict` (``episodes.jsonl``): transcripts are stored apart, in
+    ``transcripts.jsonl.gz`` (see :mod:`~agentgym_budget.eval.transcripts`).
+
     The trainer's :class:`~agentgym_budget.train.rollout.Episode` records the same kind of run
     for the learner (prompt and action tokens per turn, the return) rather than for the metrics.
     """
@@ -103,6 +109,7 @@ class EpisodeRecord:
     no_effect: list[int]
     plan_left: list[int]
     seconds: float = field(default=0.0, compare=False)
+    transcript: dict[str, Any] | None = field(default=None, compare=False, repr=False)
 
     @property
     def won(self) -> bool:
@@ -113,7 +120,10 @@ class EpisodeRecord:
         return self.won_turn is not None and self.won_turn <= turns
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """The JSON-able record, without the transcript."""
+        data = dataclasses.asdict(dataclasses.replace(self, transcript=None))
+        del data["transcript"]
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> EpisodeRecord:
@@ -126,7 +136,8 @@ class RolloutSpec:
 
     ``policy`` is a registered name (built with ``policy_kwargs``) or a policy object (it must
     then be picklable to run in a process pool).  ``env_kwargs`` go to ``gym.make``; budget
-    options among them (``show_budget``, ...) go to the :class:`TurnBudget`.
+    options among them (``show_budget``, ...) go to the :class:`TurnBudget`.  ``transcripts``:
+    fill every record's :attr:`EpisodeRecord.transcript`.
     """
 
     env_id: str
@@ -135,6 +146,7 @@ class RolloutSpec:
     max_budget: int
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    transcripts: bool = False
 
     def make_env(self) -> gym.Env:
         """The env under a :class:`TurnBudget` of ``max_budget`` (budgets are then forced per episode)."""
@@ -170,8 +182,36 @@ def _is_no_effect(obs: str) -> bool:
     return obs.strip() == INVALID_ACTION_FEEDBACK or INVALID_ACTION_FEEDBACK in (p.strip() for p in obs.split("\n\n"))
 
 
-def run_episode(env: gym.Env, policy: Policy, seed: int, job: EpisodeJob) -> EpisodeRecord:
-    """Play one episode of ``job`` and record it (the env must be wrapped in a :class:`TurnBudget`)."""
+def transcript_turn(turn: int, observation: str, reply: PolicyReply, info: dict[str, Any], next_obs: str,
+                    reward: float, terminated: bool, truncated: bool, next_info: dict[str, Any]) -> dict[str, Any]:
+    """One turn of a transcript: the agent saw ``observation`` (with ``info``), answered ``reply``,
+    and the env's ``step`` returned ``next_obs, reward, terminated, truncated, next_info``.
+
+    Example:
+        >>> row = transcript_turn(1, "A door.", PolicyReply("open door", "Thought: open it.\\nAction: open door"),
+        ...     {"admissible_commands": ["open door", "look"], "expert_action": "open door"}, "It opens.", 1.0,
+        ...     True, False, {"won": True})
+        >>> row["action"], row["admissible"], row["expert_action"], row["won"], row["action_effect"]
+        ('open door', True, 'open door', True, None)
+    """
+    commands = info.get("admissible_commands") or ()
+    experts = info.get("expert_actions")
+    expert = experts[0] if isinstance(experts, (list, tuple)) and experts else info.get("expert_action") or None
+    return {
+        "turn": turn, "observation": observation, "reply": reply.text, "action": reply.action,
+        "won": bool(next_info.get("won", False)), "reward": float(reward), "terminated": bool(terminated),
+        "truncated": bool(truncated), "action_effect": next_info.get("action_effect"),
+        "expert_action": expert if isinstance(expert, str) else None,
+        "admissible": reply.action in commands if commands else None,
+        "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+    }
+
+
+def run_episode(env: gym.Env, policy: Policy, seed: int, job: EpisodeJob, transcript: bool = False) -> EpisodeRecord:
+    """Play one episode of ``job`` and record it (the env must be wrapped in a :class:`TurnBudget`).
+
+    ``transcript``: also keep what the agent saw and did each turn (:attr:`EpisodeRecord.transcript`).
+    """
     start = time.perf_counter()
     policy.reset(seed=attempt_seed(seed, job.task, job.attempt))
     obs, info = env.reset(seed=task_seed(seed, job.task), options={"budget": job.budget})
@@ -182,13 +222,18 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, job: EpisodeJob) -> Epi
     no_effect: list[int] = []
     plan_left: list[int] = []
     won_turn: int | None = None
+    turns: list[dict[str, Any]] | None = [] if transcript else None
     for turn in range(1, job.budget + 1):
         action = policy.act(obs, info)
         commands = info.get("admissible_commands") or ()
         actions.append(action)
         expert_match.append(_expert_match(action, info))
         admissible.append(int(action in commands) if commands else UNKNOWN)
-        obs, _, terminated, truncated, info = env.step(action)
+        seen, seen_info = obs, info
+        obs, reward, terminated, truncated, info = env.step(action)
+        if turns is not None:
+            turns.append(transcript_turn(turn, seen, PolicyReply(action), seen_info, obs, float(reward), terminated,
+                                         truncated, info))
         no_effect.append(int(_is_no_effect(obs)))
         plan_left.append(_plan_len(info))
         if info.get("won"):
@@ -199,6 +244,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, job: EpisodeJob) -> Epi
         task=job.task, attempt=job.attempt, budget=job.budget, won_turn=won_turn, turns=len(actions),
         plan_length=plan_length, actions=actions, expert_match=expert_match, admissible=admissible,
         no_effect=no_effect, plan_left=plan_left, seconds=time.perf_counter() - start,
+        transcript=None if turns is None else {"turns": turns, "final_observation": obs},
     )
 
 
@@ -238,7 +284,7 @@ class SerialExecutor:
         records = []
         try:
             for job in jobs:
-                record = run_episode(env, policy, spec.seed, job)
+                record = run_episode(env, policy, spec.seed, job, spec.transcripts)
                 if on_record is not None:
                     on_record(record)
                 records.append(record)
@@ -259,7 +305,8 @@ def _init_worker(spec: RolloutSpec) -> None:
 
 def _run_chunk(jobs: list[EpisodeJob]) -> list[EpisodeRecord]:
     spec = _worker_state["spec"]
-    return [run_episode(_worker_state["env"], _worker_state["policy"], spec.seed, job) for job in jobs]
+    return [run_episode(_worker_state["env"], _worker_state["policy"], spec.seed, job, spec.transcripts)
+            for job in jobs]
 
 
 class ProcessPoolExecutor:
