@@ -137,7 +137,7 @@ def _mix(colors: list[str], x: float) -> str:
 
 def _svg_heatmap(element_id: str, values: np.ndarray, ks: tuple[int, ...], ts: tuple[int, ...], *,
                  low: np.ndarray | None, high: np.ndarray | None, diverging: bool, title: str) -> str:
-    cell_w, cell_h, left, top, bottom = 70, 44, 56, 6, 40
+    cell_w, cell_h, left, top, bottom = 62, 42, 50, 6, 40
     width, height = left + cell_w * len(ts) + 10, top + cell_h * len(ks) + bottom
     bound = max(float(np.abs(values).max()), 0.05) if diverging else 1.0
     parts = [f'<figure style="width: {max(width, 300)}px"><figcaption>{html.escape(title)}</figcaption>'
@@ -384,7 +384,8 @@ h1 { font-size: 21px; margin: 0 0 2px; } h2 { font-size: 16px; margin: 0 0 10px;
 .row { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; margin-top: 14px; }
 .row > section.identity { margin-top: 0; flex: 1 1 520px; }
-.row.wide { gap: 24px 28px; }
+.row.wide { display: grid; grid-template-columns: max-content max-content minmax(320px, 1fr); gap: 24px 26px; }
+@media (max-width: 1250px) { .row.wide { grid-template-columns: max-content minmax(320px, 1fr); } }
 table { border-collapse: collapse; }
 .identity dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 3px 14px; margin: 0;
   font-size: 13px; }
@@ -392,7 +393,7 @@ table { border-collapse: collapse; }
 body.single .identity dl { grid-template-columns: max-content minmax(0, 1fr) max-content minmax(0, 1fr); }
 figure { margin: 0; } figcaption { font-weight: 700; font-size: 13px; margin: 0 0 6px; }
 table.metrics th { text-align: left; font-weight: 600; color: var(--muted); padding: 3px 10px; white-space: nowrap; }
-table.metrics { font-size: 13px; } table.metrics td { text-align: right; padding: 3px 10px;
+table.metrics { font-size: 13px; } table.metrics td { text-align: right; padding: 3px 10px; white-space: nowrap;
   font-variant-numeric: tabular-nums; }
 table.metrics tr:nth-child(odd), #episodes tbody tr:nth-child(odd) { background: #fafbfc; }
 svg { font: 11px system-ui, sans-serif; fill: var(--ink); }
