@@ -16,13 +16,15 @@ import pytest
 import agentgym_budget  # noqa: F401  (registers the envs)
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.report import write_report
-from agentgym_budget.eval.transcripts import read_transcripts
+from agentgym_budget.eval.transcripts import TranscriptWriter, read_transcripts
 
 CHROMIUM = next((p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))), None)
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium installed (Debian: apt-get install chromium; .ci/run installs it)")
 
 ARGS = dict(ks=(1, 2), ts=(5, 10, 20), tasks=5, attempts=2, seed=0, bootstrap=20)
+OPENED = (2, 1, 20)  # the episode the URL opens: task, attempt, budget
+REPLY = "Thought: the <egg> is probably in the fridge & I should look there.\nAction: go to fridge 1"
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
          "--virtual-time-budget=5000"]
@@ -78,12 +80,18 @@ class DOM(HTMLParser):
 def run_folder(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("run")
     evaluate("ALFWorld-Budget-v0", "noisy-expert", out=folder, transcripts=True, **ARGS).save(folder)
+    # What an LLM policy's transcript adds: its raw reply and token counts (a later copy of the episode wins).
+    line = read_transcripts(folder)[OPENED]
+    line["turns"][0].update(reply=REPLY, prompt_tokens=812, completion_tokens=23)
+    writer = TranscriptWriter(folder, resume=True)
+    writer.write(line)
+    writer.close()
     return folder
 
 
 def test_chromium_renders_the_heatmap_metrics_and_an_opened_transcript(run_folder, tmp_path) -> None:
     page = write_report(run_folder)
-    task, attempt, budget = 2, 1, 20
+    task, attempt, budget = OPENED
     dom = DOM(chromium(page, tmp_path, f"episode=0-{task}-{attempt}-{budget}", "--dump-dom"))
     assert float(dom.body["data-rendered-ms"]) >= 0, "the page's script did not finish (a JS error?)"
     assert dom.by_id["heatmap"]["tag"] == "svg" and dom.count("cell") == 2 * 3
@@ -97,6 +105,7 @@ def test_chromium_renders_the_heatmap_metrics_and_an_opened_transcript(run_folde
     for turn in line["turns"]:
         assert turn["observation"].strip().splitlines()[-1] in text and turn["action"] in text
     assert dom.count("tag") > 0  # errors / off-expert / recoveries highlighted
+    assert REPLY in text and "812 + 23 tokens" in text and dom.count("reply") == 1
 
     shot = tmp_path / "report.png"
     chromium(page, tmp_path, f"episode=0-{task}-{attempt}-{budget}", f"--screenshot={shot}", "--window-size=1280,900")

@@ -280,7 +280,7 @@ def _compare(a: RunData, b: RunData, labels: tuple[str, str]) -> str:
     for task in order:
         delta = rb[task] - ra[task]
         cls = "win" if delta > 0 else "loss" if delta < 0 else ""
-        rows.append(f'<tr class="{cls}"><td>{task}</td><td>{a.result.plan_lengths[task]}</td>'
+        rows.append(f'<tr class="{cls}" data-task="{task}" title="show its episodes"><td>{task}</td><td>{a.result.plan_lengths[task]}</td>'
                     f'<td>{sa[task]}/{a.result.attempts}</td><td>{sb[task]}/{b.result.attempts}</td>'
                     f'<td>{delta:+.2f}</td></tr>')
     return (f'<section id="compare"><h2>Comparison: {_esc(labels[1])} vs {_esc(labels[0])}</h2>'
@@ -411,6 +411,7 @@ svg .grid { stroke: #e6e9ee; } svg .cell:hover rect { stroke: #111; stroke-width
 #episodes tbody tr.sel { background: var(--sel); outline: 1px solid #9bb8f0; }
 .won { color: var(--ok); font-weight: 600; } .lost { color: var(--err); font-weight: 600; }
 .nerr { color: var(--err); font-weight: 600; }
+#per-task tbody tr { cursor: pointer; } #per-task tbody tr:hover { background: #f1f5fb; }
 #per-task tr.win td:last-child, .win-text { color: #2166ac; } #per-task tr.loss td:last-child, .loss-text { color: #b2182b; }
 .transcript { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; max-height: 640px;
   overflow: auto; background: #fcfcfd; }
@@ -529,6 +530,11 @@ _JS = r"""
   $("#episodes tbody").addEventListener("click", (ev) => {
     const tr = ev.target.closest("tr[data-id]");
     if (tr) { history.replaceState(null, "", "#episode=" + tr.dataset.id); openEpisode(tr.dataset.id); }
+  });
+  const perTask = $("#per-task tbody");  // comparison: a task's row filters the list to its episodes
+  if (perTask) perTask.addEventListener("click", (ev) => {
+    const tr = ev.target.closest("tr[data-task]");
+    if (tr) { f.task.value = tr.dataset.task; limit = 200; renderList(); $("#browse").scrollIntoView(); }
   });
   window.addEventListener("hashchange", fromHash);
   renderList();

@@ -88,10 +88,11 @@ class EpisodeRecord:
     turn at which the task was won (``None``: not won within ``budget``).  ``seconds`` (wall
     time) is informational and excluded from equality.
 
-    ``transcript`` (``None`` unless transcripts were asked for) is what the agent saw and said:
-    ``{"turns": [transcript_turn(...), ...], "final_observation": str}``.  It is excluded from
-    equality and from :meth:`to_dict` (``episodes.jsonl``): transcripts are stored apart, in
-    ``transcripts.jsonl.gz`` (see :mod:`~agentgym_budget.eval.transcripts`).
+    ``transcript`` (``None`` unless transcripts were asked for) is what the agent saw and said,
+    one :func:`transcript_turn` dict per turn, and ``final_observation`` what the env showed
+    after the last turn.  Both are excluded from equality and from :meth:`to_dict`
+    (``episodes.jsonl``): transcripts are stored apart, in ``transcripts.jsonl.gz`` (see
+    :mod:`~agentgym_budget.eval.transcripts`).
 
     The trainer's :class:`~agentgym_budget.train.rollout.Episode` records the same kind of run
     for the learner (prompt and action tokens per turn, the return) rather than for the metrics.
@@ -109,7 +110,8 @@ class EpisodeRecord:
     no_effect: list[int]
     plan_left: list[int]
     seconds: float = field(default=0.0, compare=False)
-    transcript: dict[str, Any] | None = field(default=None, compare=False, repr=False)
+    transcript: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
+    final_observation: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def won(self) -> bool:
@@ -121,8 +123,8 @@ class EpisodeRecord:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-able record, without the transcript."""
-        data = dataclasses.asdict(dataclasses.replace(self, transcript=None))
-        del data["transcript"]
+        data = dataclasses.asdict(dataclasses.replace(self, transcript=None, final_observation=None))
+        del data["transcript"], data["final_observation"]
         return data
 
     @classmethod
@@ -244,7 +246,7 @@ def run_episode(env: gym.Env, policy: Policy, seed: int, job: EpisodeJob, transc
         task=job.task, attempt=job.attempt, budget=job.budget, won_turn=won_turn, turns=len(actions),
         plan_length=plan_length, actions=actions, expert_match=expert_match, admissible=admissible,
         no_effect=no_effect, plan_left=plan_left, seconds=time.perf_counter() - start,
-        transcript=None if turns is None else {"turns": turns, "final_observation": obs},
+        transcript=turns, final_observation=None if turns is None else obs,
     )
 
 

@@ -62,7 +62,7 @@ def transcript_line(record: EpisodeRecord) -> dict[str, Any]:
         raise ValueError(f"episode (task {record.task}, attempt {record.attempt}, budget {record.budget}) "
                          "has no transcript: run it with transcripts=True")
     return {"task": record.task, "attempt": record.attempt, "budget": record.budget, "won_turn": record.won_turn,
-            **record.transcript}
+            "turns": record.transcript, "final_observation": record.final_observation}
 
 
 class TranscriptWriter:
