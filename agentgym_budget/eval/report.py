@@ -169,7 +169,8 @@ def _svg_heatmap(element_id: str, values: np.ndarray, ks: tuple[int, ...], ts: t
                      f'text-anchor="middle">{t}</text>')
     parts.append(f'<text x="{left + cell_w * len(ts) / 2}" y="{height - 6}" text-anchor="middle" class="axis">'
                  f'turn budget T</text><text x="12" y="{top + cell_h * len(ks) / 2}" text-anchor="middle" '
-                 f'class="axis" transform="rotate(-90 12 {top + cell_h * len(ks) / 2})">attempts K</text></svg></figure>')
+                 f'class="axis" transform="rotate(-90 12 {top + cell_h * len(ks) / 2})">attempts K</text>'
+                 "</svg></figure>")
     return "".join(parts)
 
 
@@ -258,7 +259,8 @@ def _metrics_table(run: RunData, label: str | None, element_id: str) -> str:
     body = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in run.result.metrics_rows())
     caption = f"Agent behaviour (episodes at T={run.result.metrics.get('budget')})"
     caption = f"{label}: {caption[0].lower()}{caption[1:]}" if label else caption
-    return f'<figure><figcaption>{_esc(caption)}</figcaption><table class="metrics" id="{element_id}">{body}</table></figure>'
+    return (f'<figure><figcaption>{_esc(caption)}</figcaption><table class="metrics" id="{element_id}">{body}'
+            "</table></figure>")
 
 
 def _compare(a: RunData, b: RunData, labels: tuple[str, str]) -> str:
@@ -280,7 +282,8 @@ def _compare(a: RunData, b: RunData, labels: tuple[str, str]) -> str:
     for task in order:
         delta = rb[task] - ra[task]
         cls = "win" if delta > 0 else "loss" if delta < 0 else ""
-        rows.append(f'<tr class="{cls}" data-task="{task}" title="show its episodes"><td>{task}</td><td>{a.result.plan_lengths[task]}</td>'
+        rows.append(f'<tr class="{cls}" data-task="{task}" title="show its episodes"><td>{task}</td>'
+                    f'<td>{a.result.plan_lengths[task]}</td>'
                     f'<td>{sa[task]}/{a.result.attempts}</td><td>{sb[task]}/{b.result.attempts}</td>'
                     f'<td>{delta:+.2f}</td></tr>')
     return (f'<section id="compare"><h2>Comparison: {_esc(labels[1])} vs {_esc(labels[0])}</h2>'
@@ -291,14 +294,8 @@ def _compare(a: RunData, b: RunData, labels: tuple[str, str]) -> str:
             f'<th>Δ success</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div></div></div></section>')
 
 
-def build_report(folder: str | Path, folder_b: str | Path | None = None,
-                 labels: tuple[str, str] | None = None) -> str:
-    """The report page of ``folder`` (and its comparison with ``folder_b``) as HTML text."""
-    runs = [load_run(folder)] + ([load_run(folder_b)] if folder_b is not None else [])
-    if labels is None:
-        labels = (runs[0].result.policy, runs[-1].result.policy)
-        if len(runs) == 2 and labels[0] == labels[1]:
-            labels = (f"A ({runs[0].folder.name})", f"B ({runs[1].folder.name})")
+def _episodes(runs: list[RunData], labels: tuple[str, ...]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The list data of each run, and one JSON ``<script>`` per stored transcript (parsed when opened)."""
     episodes, scripts = [], []
     for index, run in enumerate(runs):
         summaries = []
@@ -309,49 +306,81 @@ def build_report(folder: str | Path, folder_b: str | Path | None = None,
             if line is not None:
                 scripts.append(_json_script(f"tr-{summary['id']}", {
                     "turns": line.get("turns", []), "final_observation": line.get("final_observation")}))
-        episodes.append({"label": labels[index] if len(runs) == 2 else runs[0].result.policy,
-                         "episodes": summaries})
-    main = runs[0].result
-    title = f"{main.env_id} — {main.policy}" + (f" vs {runs[1].result.policy}" if len(runs) == 2 else "")
-    sections = [f'<header><h1>{_esc(title)}</h1><p class="muted">agentgym-budget evaluation report: Pass@(K,T), '
-                f'agent behaviour and every episode. Offline page, nothing is loaded from the network.</p></header>',
-                '<div class="row">' + "".join(_identity(run, f"{'AB'[i]}: {labels[i]}" if len(runs) == 2 else "The run")
-                                              for i, run in enumerate(runs)) + "</div>"]
-    for i, run in enumerate(runs):
-        r = run.result
-        heat = _svg_heatmap("heatmap" if i == 0 else "heatmap-b", r.mean, r.ks, r.ts, low=r.grid.ci_low,
-                            high=r.grid.ci_high, diverging=False,
-                            title=(f"{'AB'[i]}: " if len(runs) == 2 else "")
-                            + f"Pass@(K,T), {r.n_tasks} tasks × {r.attempts} attempts ({r.grid.ci_level:.0%} CI)")
-        curves = _svg_curves(r).replace('id="curves"', 'id="curves-b"') if i else _svg_curves(r)
-        metrics = _metrics_table(run, labels[i] if len(runs) == 2 else None, "metrics-b" if i else "metrics")
-        sections.append(f'<section class="results"><div class="row wide">{heat}{curves}{metrics}'
-                        f"</div></section>")
-    if len(runs) == 2:
-        sections.append(_compare(runs[0], runs[1], labels))
+        episodes.append({"label": labels[index], "episodes": summaries})
+    return episodes, scripts
+
+
+def _results(run: RunData, index: int, label: str | None) -> str:
+    """Heatmap, curves and metrics of one run (``label``: its name in a comparison)."""
+    r = run.result
+    title = (f"{'AB'[index]}: " if label else "") + (
+        f"Pass@(K,T), {r.n_tasks} tasks × {r.attempts} attempts ({r.grid.ci_level:.0%} CI)")
+    suffix = "-b" if index else ""
+    heat = _svg_heatmap(f"heatmap{suffix}", r.mean, r.ks, r.ts, low=r.grid.ci_low, high=r.grid.ci_high,
+                        diverging=False, title=title)
+    curves = _svg_curves(r).replace('id="curves"', f'id="curves{suffix}"')
+    metrics = _metrics_table(run, label, f"metrics{suffix}")
+    return f'<section class="results"><div class="row wide">{heat}{curves}{metrics}</div></section>'
+
+
+def _options(values: Any) -> str:
+    return '<option value="">any</option>' + "".join(f"<option>{v}</option>" for v in values)
+
+
+def _browse(episodes: list[dict[str, Any]], labels: tuple[str, ...], attempts: int) -> str:
+    """The filters, the episode list (filled by the page's script) and the transcript panel."""
+    compare = len(episodes) == 2
     run_filter = ('<label>run <select id="f-run"><option value="">both</option>'
                   + "".join(f'<option value="{i}">{"AB"[i]}: {_esc(labels[i])}</option>' for i in range(2))
-                  + "</select></label>") if len(runs) == 2 else ""
+                  + "</select></label>") if compare else ""
     budgets = sorted({e["budget"] for run in episodes for e in run["episodes"]})
-    attempts = max(run.result.attempts for run in runs)
-    sections.append(f'''<section id="browse"><h2>Episodes</h2>
+    return f'''<section id="browse"><h2>Episodes</h2>
 <div class="filters">{run_filter}
 <label>task <input id="f-task" type="number" min="0" placeholder="any"></label>
-<label>attempt <select id="f-attempt"><option value="">any</option>{"".join(f'<option>{a}</option>' for a in range(attempts))}</select></label>
-<label>budget <select id="f-budget"><option value="">any</option>{"".join(f'<option>{b}</option>' for b in budgets)}</select></label>
-<label>outcome <select id="f-outcome"><option value="">any</option><option value="won">won</option><option value="lost">lost</option></select></label>
+<label>attempt <select id="f-attempt">{_options(range(attempts))}</select></label>
+<label>budget <select id="f-budget">{_options(budgets)}</select></label>
+<label>outcome <select id="f-outcome">{_options(["won", "lost"])}</select></label>
 <label>errors ≥ <input id="f-errors" type="number" min="0" value="0"></label>
 <span id="ep-count" class="muted"></span></div>
 <div class="browse">
-<div class="list scroll"><table id="episodes"><thead><tr>{"<th>run</th>" if len(runs) == 2 else ""}<th>task</th><th>att.</th><th>T</th><th>outcome</th><th>turns</th><th title="invalid, no-effect or detour turns">errors</th><th title="turns whose action is not the expert's">off-expert</th></tr></thead><tbody></tbody></table>
+<div class="list scroll"><table id="episodes"><thead><tr>{"<th>run</th>" if compare else ""}<th>task</th><th>att.</th>
+<th>T</th><th>outcome</th><th>turns</th><th title="invalid, no-effect or detour turns">errors</th>
+<th title="turns whose action is not the expert's">off-expert</th></tr></thead><tbody></tbody></table>
 <button id="more" hidden>show all</button></div>
 <div id="transcript" class="transcript"><p class="muted">Click an episode to read it turn by turn.</p></div>
 </div>
-<p class="legend"><span class="tag err">invalid</span> not an admissible command · <span class="tag err">no-effect</span> the env answered “Nothing happens.” · <span class="tag err">detour</span> the expert's plan got longer · <span class="tag warn">off-expert</span> not the expert's action · <span class="tag ok">recovery</span> first expert action after an error (errors as in the metrics)</p>
-</section>''')
-    data = {"runs": episodes, "compare": len(runs) == 2}
-    return _PAGE.format(title=_esc(title), css=_CSS, mode="compare" if len(runs) == 2 else "single", body="\n".join(sections), data=_json_script("report-data", data),
-                        transcripts="\n".join(scripts), js=_JS)
+<p class="legend"><span class="tag err">invalid</span> not an admissible command · <span class="tag err">no-effect</span>
+the env answered “Nothing happens.” · <span class="tag err">detour</span> the expert's plan got longer ·
+<span class="tag warn">off-expert</span> not the expert's action · <span class="tag ok">recovery</span> first expert
+action after an error (errors as in the metrics)</p>
+</section>'''
+
+
+def build_report(folder: str | Path, folder_b: str | Path | None = None,
+                 labels: tuple[str, str] | None = None) -> str:
+    """The report page of ``folder`` (and its comparison with ``folder_b``) as HTML text."""
+    runs = [load_run(folder)] + ([load_run(folder_b)] if folder_b is not None else [])
+    compare = len(runs) == 2
+    if labels is None:
+        labels = (runs[0].result.policy, runs[-1].result.policy)
+        if compare and labels[0] == labels[1]:
+            labels = (f"{runs[0].folder.name} ({labels[0]})", f"{runs[1].folder.name} ({labels[1]})")
+    names = labels if compare else (runs[0].result.policy,)
+    episodes, scripts = _episodes(runs, names)
+    main = runs[0].result
+    title = f"{main.env_id} — {main.policy}" + (f" vs {runs[1].result.policy}" if compare else "")
+    sections = [
+        f'<header><h1>{_esc(title)}</h1><p class="muted">agentgym-budget evaluation report: Pass@(K,T), agent '
+        f'behaviour and every episode. Offline page, nothing is loaded from the network.</p></header>',
+        '<div class="row">' + "".join(_identity(run, f"{'AB'[i]}: {labels[i]}" if compare else "The run")
+                                      for i, run in enumerate(runs)) + "</div>",
+        *(_results(run, i, labels[i] if compare else None) for i, run in enumerate(runs)),
+        *([_compare(runs[0], runs[1], labels)] if compare else []),
+        _browse(episodes, names, max(run.result.attempts for run in runs)),
+    ]
+    data = _json_script("report-data", {"runs": episodes, "compare": compare})
+    return _PAGE.format(title=_esc(title), css=_CSS, mode="compare" if compare else "single",
+                        body="\n".join(sections), data=data, transcripts="\n".join(scripts), js=_JS)
 
 
 def write_report(folder: str | Path, out: str | Path | None = None, folder_b: str | Path | None = None,
@@ -412,7 +441,8 @@ svg .grid { stroke: #e6e9ee; } svg .cell:hover rect { stroke: #111; stroke-width
 .won { color: var(--ok); font-weight: 600; } .lost { color: var(--err); font-weight: 600; }
 .nerr { color: var(--err); font-weight: 600; }
 #per-task tbody tr { cursor: pointer; } #per-task tbody tr:hover { background: #f1f5fb; }
-#per-task tr.win td:last-child, .win-text { color: #2166ac; } #per-task tr.loss td:last-child, .loss-text { color: #b2182b; }
+#per-task tr.win td:last-child, .win-text { color: #2166ac; }
+#per-task tr.loss td:last-child, .loss-text { color: #b2182b; }
 .transcript { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; max-height: 640px;
   overflow: auto; background: #fcfcfd; }
 .transcript h3 { margin: 0 0 4px; font-size: 15px; }
@@ -441,7 +471,8 @@ _JS = r"""
   "use strict";
   const data = JSON.parse(document.getElementById("report-data").textContent);
   const $ = (s) => document.querySelector(s);
-  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ({"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"})[c]);
+  const ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"};
+  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ENTITIES[c]);
   const ERRORS = new Set(["invalid", "no-effect", "detour"]);
   const byId = new Map();
   let total = 0;
@@ -479,41 +510,47 @@ _JS = r"""
 
   function badge(tag) {
     const kind = ERRORS.has(tag) ? "err" : tag === "recovery" ? "ok" : "warn";
-    return '<span class="tag ' + kind + '">' + tag + "</span>";
+    return `<span class="tag ${kind}">${tag}</span>`;
+  }
+
+  function turnHtml(e, i, t) {  // turn i + 1 of episode e; t: its transcript row (null: none stored)
+    const tags = e.tags[i];
+    const cls = tags.some((x) => ERRORS.has(x)) ? "err"
+      : tags.includes("recovery") ? "rec" : tags.includes("off-expert") ? "warn" : "";
+    const known = (n) => (n == null ? "?" : n);
+    const tokens = t && (t.prompt_tokens != null || t.completion_tokens != null)
+      ? `<span class="tokens">${known(t.prompt_tokens)} + ${known(t.completion_tokens)} tokens</span>` : "";
+    const won = e.won === i + 1 ? '<span class="tag won">won</span>' : "";
+    return `<div class="turn ${cls}" id="turn-${i + 1}">` +
+      `<div class="turn-head"><span class="tno">turn ${i + 1}</span>${tags.map(badge).join("")}${won}${tokens}</div>` +
+      (t ? `<pre class="obs">${esc(t.observation)}</pre>` : "") +
+      (t && t.reply ? `<pre class="reply">${esc(t.reply)}</pre>` : "") +
+      `<div class="act">&gt; ${esc(e.actions[i])}</div>` +
+      (t && t.expert_action && tags.includes("off-expert") ? `<div class="expert">expert: ${esc(t.expert_action)}</div>` : "") +
+      (t && t.action_effect != null ? `<div class="muted">effect: ${esc(JSON.stringify(t.action_effect))}</div>` : "") +
+      "</div>";
   }
 
   function openEpisode(id) {
     const e = byId.get(id), box = $("#transcript");
-    if (!e) { box.innerHTML = '<p class="muted">No episode ' + esc(id) + " in this report.</p>"; return; }
+    if (!e) { box.innerHTML = `<p class="muted">No episode ${esc(id)} in this report.</p>`; return; }
     current = id;
     document.querySelectorAll("#episodes tr.sel").forEach((tr) => tr.classList.remove("sel"));
-    const row = document.querySelector('#episodes tr[data-id="' + id + '"]');
+    const row = document.querySelector(`#episodes tr[data-id="${id}"]`);
     if (row) row.classList.add("sel");
     const node = document.getElementById("tr-" + id);
     const tr = node ? JSON.parse(node.textContent) : null;  // parsed only now: lazily
-    const parts = ['<div id="episode" data-episode="' + id + '"><h3>' + (data.compare ? esc(data.runs[e.run].label) + " · " : "") +
-      "task " + e.task + ", attempt " + e.attempt + ", budget " + e.budget + " — " +
-      (e.won === null ? '<span class="lost">lost</span>' : '<span class="won">won at turn ' + e.won + "</span>") +
-      "</h3><p class=\"muted\">" + e.turns + " turns, " + e.errors + " errors, " + e.off + " actions off the expert's" +
-      (tr ? "" : ". No transcript stored: actions and flags only (agentgym-budget eval --transcripts keeps the observations and replies)") +
-      "</p>"];
-    for (let i = 0; i < e.turns; i++) {
-      const tags = e.tags[i], t = tr && tr.turns[i];
-      const cls = tags.some((x) => ERRORS.has(x)) ? "err" : tags.includes("recovery") ? "rec" : tags.includes("off-expert") ? "warn" : "";
-      const tokens = t && (t.prompt_tokens != null || t.completion_tokens != null)
-        ? '<span class="tokens">' + (t.prompt_tokens ?? "?") + " + " + (t.completion_tokens ?? "?") + " tokens</span>" : "";
-      parts.push('<div class="turn ' + cls + '" id="turn-' + (i + 1) + '"><div class="turn-head"><span class="tno">turn ' + (i + 1) +
-        "</span>" + tags.map(badge).join("") + (e.won === i + 1 ? '<span class="tag won">won</span>' : "") + tokens + "</div>" +
-        (t ? '<pre class="obs">' + esc(t.observation) + "</pre>" : "") +
-        (t && t.reply ? '<pre class="reply">' + esc(t.reply) + "</pre>" : "") +
-        '<div class="act">&gt; ' + esc(e.actions[i]) + "</div>" +
-        (t && t.expert_action && tags.includes("off-expert") ? '<div class="expert">expert: ' + esc(t.expert_action) + "</div>" : "") +
-        (t && t.action_effect != null ? '<div class="muted">effect: ' + esc(JSON.stringify(t.action_effect)) + "</div>" : "") +
-        "</div>");
-    }
+    const run = data.compare ? esc(data.runs[e.run].label) + " · " : "";
+    const outcome = e.won === null ? '<span class="lost">lost</span>' : `<span class="won">won at turn ${e.won}</span>`;
+    const missing = tr ? "" : ". No transcript stored: actions and flags only " +
+      "(agentgym-budget eval --transcripts keeps the observations and replies)";
+    const parts = [`<div id="episode" data-episode="${id}">`,
+      `<h3>${run}task ${e.task}, attempt ${e.attempt}, budget ${e.budget} — ${outcome}</h3>`,
+      `<p class="muted">${e.turns} turns, ${e.errors} errors, ${e.off} actions off the expert's${missing}</p>`];
+    for (let i = 0; i < e.turns; i++) parts.push(turnHtml(e, i, tr && tr.turns[i]));
     if (tr && tr.final_observation != null) {
-      parts.push('<div class="turn final"><div class="turn-head"><span class="tno">end</span></div><pre class="obs">' +
-        esc(tr.final_observation) + "</pre></div>");
+      parts.push('<div class="turn final"><div class="turn-head"><span class="tno">end</span></div>' +
+        `<pre class="obs">${esc(tr.final_observation)}</pre></div>`);
     }
     parts.push("</div>");
     box.innerHTML = parts.join("");
