@@ -163,5 +163,5 @@ def test_runner_plays_each_episode_with_its_own_env_and_policy_state() -> None:
                                                   policy_kwargs={"p": 0.5}), jobs)
     assert batched == sequential
     record = batched[0]
-    assert [turn["action"] for turn in record.transcript[:-1]] == record.actions
-    assert "final_observation" in record.transcript[-1] and "transcript" not in record.to_dict()
+    assert [turn["action"] for turn in record.transcript] == record.actions
+    assert record.final_observation and "transcript" not in record.to_dict()
