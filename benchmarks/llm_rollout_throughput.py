@@ -114,7 +114,7 @@ def served(args: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         gguf = export_tiny_gguf(Path(folder) / "tiny.gguf", env_id="ALFWorld-v0")
-        with LlamaServer(gguf, n_parallel=args.served_concurrency) as server:
+        with LlamaServer(gguf, n_ctx=4096, n_threads=args.threads) as server:
             print(f"served: llama.cpp server at {server.base_url}, model {server.model}")
             figures = {}
             for concurrency in (1, args.served_concurrency):
