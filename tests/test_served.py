@@ -386,3 +386,54 @@ def test_a_llama_server_that_dies_says_why(llama_cpp: Any, tmp_path: Path) -> No
     bad.write_bytes(b"GGUF" + b"\0" * 64)
     with pytest.raises(LlamaServerError, match=r"exited with code \d+ before answering; its last output:"):
         LlamaServer(bad, chat_format="chatml", startup_timeout=60).start()
+
+
+# -- end to end: `agentgym-budget eval --policy openai` against the real server ------------------
+def _eval_args(url: str, model: str, out: Path, *extra: str) -> list[str]:
+    return ["eval", "--env", "ALFWorld-Budget-v0", "--policy", "openai", "--policy-arg", f"base_url={url}",
+            "--policy-arg", f"model={model}", "--tasks", "3", "--k", "1,2", "--t", "2,4", "--concurrency", "4",
+            "--policy-arg", "temperature=1.0", "--out", str(out), "--no-plots", "--no-progress", *extra]
+
+
+def _posts(server: LlamaServer) -> int:
+    return server.output_tail(10**9).count('"POST /v1/chat/completions')
+
+
+def test_cli_eval_through_the_real_server_with_token_counts_and_resume(llama: LlamaServer, tmp_path: Path) -> None:
+    from agentgym_budget.cli import main
+
+    before = _posts(llama)
+    cache = f"cache={tmp_path / 'replies.sqlite'}"
+    assert main(_eval_args(llama.base_url, llama.model, tmp_path / "full", "--policy-arg", cache)) == 0
+    result = json.loads((tmp_path / "full" / "passkt.json").read_text())
+    episodes = [json.loads(line) for line in (tmp_path / "full" / "episodes.jsonl").read_text().splitlines()]
+    turns = sum(e["turns"] for e in episodes)
+    assert _posts(llama) - before == turns  # one request per turn of every episode
+    usage = result["usage"]
+    assert usage["episodes_with_usage"] == len(episodes) == result["timing"]["episodes"]
+    assert usage["prompt_tokens"] == sum(e["prompt_tokens"] for e in episodes) > 20 * turns
+    assert 0 < usage["completion_tokens"] == sum(e["completion_tokens"] for e in episodes) <= 48 * turns
+
+    # an interrupted run (its log cut after 3 episodes) resumes, asking only for the missing episodes
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    (cut / "episodes.run.json").write_text((tmp_path / "full" / "episodes.run.json").read_text())
+    lines = (tmp_path / "full" / "episodes.jsonl").read_text().splitlines(keepends=True)
+    (cut / "episodes.jsonl").write_text("".join(lines[:3]))
+    before = _posts(llama)
+    assert main(_eval_args(llama.base_url, llama.model, cut, "--resume")) == 0
+    assert _posts(llama) - before == sum(e["turns"] for e in episodes[3:])
+    resumed = json.loads((cut / "passkt.json").read_text())
+    assert resumed["usage"] == usage and resumed["successes"] == result["successes"]
+
+    def actions(folder: Path) -> dict[tuple[int, int, int], list[str]]:
+        rows = [json.loads(line) for line in (folder / "episodes.jsonl").read_text().splitlines()]
+        return {(e["task"], e["attempt"], e["budget"]): e["actions"] for e in rows}
+
+    assert actions(cut) == actions(tmp_path / "full")  # per-turn seeds: the same sampled episodes again
+
+    # re-running with the response cache needs no server at all
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    assert main(_eval_args(down, llama.model, tmp_path / "cached", "--policy-arg", cache)) == 0
+    assert actions(tmp_path / "cached") == actions(tmp_path / "full")
+    assert json.loads((tmp_path / "cached" / "passkt.json").read_text())["usage"] == usage

@@ -97,8 +97,9 @@ def export_gguf(model: Any, tokenizer: Any, path: str | os.PathLike[str], name: 
         if not special.merges:
             raise ValueError("the tokenizer has no BPE merges (export_gguf needs a byte-level BPE tokenizer)")
         special.add_to_gguf(writer)
-    if tokenizer.eos_token_id is not None and "bos" not in special.special_token_ids:
-        writer.add_bos_token_id(tokenizer.eos_token_id)  # Qwen2's convention: no BOS, <|endoftext|> stands in
+    stand_in = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    if stand_in is not None and "bos" not in special.special_token_ids:
+        writer.add_bos_token_id(stand_in)  # Qwen2's convention: no BOS is added, <|endoftext|> stands in
     writer.add_add_bos_token(False)
 
     names = gguf.get_tensor_name_map(gguf.MODEL_ARCH.QWEN2, config.num_hidden_layers)
