@@ -87,7 +87,8 @@ def test_record_fields_follow_the_episode() -> None:
     n = record.plan_length
     assert record.actions[:4] == ["go east", "dance", "go west", "go east"]
     assert record.admissible[:4] == [1, 0, 1, 1]
-    assert record.no_effect[:4] == [0, 1, 0, 0]
+    assert record.no_effect[:4] == [0, 0, 0, 0]  # "dance" is invalid, not a valid action without effect
+    assert record.effect[:4] == ["progress", "invalid", "regress", "progress"]
     assert record.expert_match[:4] == [1, 0, 0, 1]
     assert record.plan_left[:4] == [n - 1, n - 1, n, n - 1]
     assert record.won_turn == record.turns == n + 3  # a wasted turn, a step back and its undoing

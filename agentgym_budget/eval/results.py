@@ -53,6 +53,8 @@ class PassKTResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
+    #: The game each task's seed drew (``""``: the env does not say), to detect repeated games.
+    task_games: list[str] = field(default_factory=list)
 
     @property
     def n_tasks(self) -> int:
@@ -89,6 +91,7 @@ class PassKTResult:
             "successes": self.successes.tolist(),
             "task_seeds": list(self.task_seeds),
             "plan_lengths": list(self.plan_lengths),
+            "task_games": list(self.task_games),
             "metrics": self.metrics,
             "config": self.config,
             "timing": self.timing,
@@ -110,6 +113,7 @@ class PassKTResult:
             ks=ks, ts=ts, attempts=data["attempts"], seed=data["seed"], successes=successes,
             task_seeds=list(data["task_seeds"]), plan_lengths=list(data["plan_lengths"]), grid=grid,
             metrics=data.get("metrics", {}), config=data.get("config", {}), timing=data.get("timing", {}),
+            task_games=list(data.get("task_games", [])),
         )
 
     def save_json(self, path: str | Path) -> Path:
@@ -176,17 +180,38 @@ class PassKTResult:
             return "n/a" if value is None else f"{value:.{digits}f}"
 
         m = self.metrics
-        table = Table(title=f"Agent behaviour (episodes at T={m.get('budget')})", show_header=False)
+        cis = m.get("ci", {})
+
+        def ci(name: str) -> str:
+            row = cis.get(name)
+            if not row or row["ci_low"] is None:
+                return ""
+            return f" [dim][{row['ci_low']:.2f}, {row['ci_high']:.2f}][/dim]"
+
+        level = f"{self.grid.ci_level:.0%}"
+        table = Table(title=f"Agent behaviour (episodes at T={m.get('budget')})", show_header=False,
+                      caption=f"[dim][...] = {level} bootstrap CI over tasks[/dim]" if cis else None)
         table.add_column("metric", style="bold")
         table.add_column("value", justify="right")
         dq, er, res = m.get("decision_quality", {}), m.get("error_recovery", {}), m.get("resilience", {})
         early = m.get("early_turns")
         table.add_row(f"expert agreement: all / t<={early} / later",
-                      f"{fmt(dq.get('overall'))} / {fmt(dq.get('early'))} / {fmt(dq.get('late'))}")
-        table.add_row("errors per episode", fmt(er.get("errors_per_episode"), 2))
+                      f"{fmt(dq.get('overall'))}{ci('decision_quality.overall')} / {fmt(dq.get('early'))} / "
+                      f"{fmt(dq.get('late'))}")
+        table.add_row("errors per episode", fmt(er.get("errors_per_episode"), 2) + ci("errors_per_episode"))
+        kinds = er.get("errors_by_kind")
+        if kinds:
+            table.add_row("  by kind (" + " / ".join(kinds) + ")", " / ".join(str(n) for n in kinds.values()))
         table.add_row("success with / without an error",
-                      f"{fmt(er.get('success_after_error'))} / {fmt(er.get('success_without_error'))}")
-        table.add_row("turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2))
+                      f"{fmt(er.get('success_after_error'))}{ci('success_after_error')} / "
+                      f"{fmt(er.get('success_without_error'))}{ci('success_without_error')}")
+        table.add_row("turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2) + ci("mean_turns_to_recover"))
+        probes = m.get("probes", {}).get("summary")
+        if probes:
+            table.add_row(f"probe states ({probes['agreement']['probes']}): expert agreement",
+                          fmt(probes["agreement"]["value"]) + _ci_text(probes["agreement"]))
+            table.add_row("probe states: expert success-to-go",
+                          fmt(probes["success_to_go"]["value"]) + _ci_text(probes["success_to_go"]))
         if m.get("plan_lengths_known", True):
             table.add_row("turns per expert plan step (wins)", fmt(res.get("mean_turns_per_plan_step"), 2))
         else:
@@ -196,6 +221,10 @@ class PassKTResult:
             table.add_row(f"success T={largest}, plan {label} ({bucket['episodes']} ep.)",
                           fmt(bucket["success"].get(largest)))
         return table
+
+
+def _ci_text(row: dict[str, Any]) -> str:
+    return "" if row.get("ci_low") is None else f" [dim][{row['ci_low']:.2f}, {row['ci_high']:.2f}][/dim]"
 
 
 def difference(a: PassKTResult, b: PassKTResult) -> tuple[tuple[int, ...], tuple[int, ...], np.ndarray]:

@@ -31,7 +31,6 @@ import numpy as np
 
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.policies.base import Policy, make_policy
-from agentgym_budget.text import INVALID_ACTION_FEEDBACK
 
 __all__ = [
     "EpisodeJob",
@@ -41,10 +40,14 @@ __all__ = [
     "RolloutSpec",
     "SerialExecutor",
     "attempt_seed",
+    "expert_match_of",
+    "game_of",
     "make_executor",
+    "plan_length_of",
     "records_for_budget",
     "run_episode",
     "task_seed",
+    "turn_facts",
 ]
 
 UNKNOWN = -1  # marks a per-turn fact the env does not provide (no expert, no plan)
@@ -80,12 +83,17 @@ class EpisodeRecord:
       actions, ``info["expert_actions"]``), 0 if not, -1 if the env gives no expert action;
     * ``admissible``: 1 if the action was in ``info["admissible_commands"]``, 0 if not, -1 if
       the list was empty;
-    * ``no_effect``: 1 if the env answered ``"Nothing happens."``;
-    * ``plan_left``: ``len(info["expert_plan"])`` after the turn, -1 if unknown.
+    * ``no_effect``: 1 if the env's ``info["action_effect"]`` was ``"no_effect"``;
+    * ``plan_left``: the expert's remaining plan length after the turn
+      (``info["expert_plan_length"]``, else ``len(info["expert_plan"])``), -1 if unknown;
+    * ``effect``: the env's ``info["action_effect"]`` (``""`` if the env does not report it).
 
-    ``plan_length`` is ``len(info["expert_plan"])`` at reset (-1 if unknown); ``won_turn`` the
-    turn at which the task was won (``None``: not won within ``budget``).  ``seconds`` (wall
-    time) is informational and excluded from equality.
+    ``plan_length`` is the remaining plan length at reset (-1 if unknown); ``won_turn`` the
+    turn at which the task was won (``None``: not won within ``budget``), ``lost_turn`` the
+    turn at which it was lost; ``game`` names the game the reset seed drew (``info["game"]``,
+    else ``info["task_id"]``), to tell seeds that draw the same game.  ``seconds`` (wall time)
+    is informational and excluded from equality.  Records written before ``effect``,
+    ``lost_turn`` and ``game`` existed load with their defaults.
 
     The trainer's :class:`~agentgym_budget.train.rollout.Episode` records the same kind of run
     for the learner (prompt and action tokens per turn, the return) rather than for the metrics.
@@ -103,6 +111,9 @@ class EpisodeRecord:
     no_effect: list[int]
     plan_left: list[int]
     seconds: float = field(default=0.0, compare=False)
+    effect: list[str] = field(default_factory=list)
+    lost_turn: int | None = None
+    game: str = ""
 
     @property
     def won(self) -> bool:
@@ -150,12 +161,53 @@ class RolloutSpec:
         return self.policy
 
 
-def _plan_len(info: dict[str, Any]) -> int:
+def plan_length_of(info: dict[str, Any]) -> int:
+    """The expert's remaining plan length in ``info`` (-1 if unknown).
+
+    ``info["expert_plan_length"]`` when the env reports it (``None``: unknown); else, for envs
+    that predate it, ``len(info["expert_plan"])``.
+    """
+    if "expert_plan_length" in info:
+        length = info["expert_plan_length"]
+        return UNKNOWN if length is None else int(length)
     plan = info.get("expert_plan")
     return len(plan) if isinstance(plan, (list, tuple)) else UNKNOWN
 
 
-def _expert_match(action: str, info: dict[str, Any]) -> int:
+def game_of(info: dict[str, Any]) -> str:
+    """The game a reset drew, from its info: ``info["game"]``, else ``info["task_id"]`` (``""``: unknown)."""
+    game = info.get("game", info.get("task_id"))
+    return "" if game is None else str(game)
+
+
+#: The per-turn lists of an :class:`EpisodeRecord` that :func:`turn_facts` fills.
+TURN_FACTS = ("expert_match", "admissible", "no_effect", "plan_left", "effect")
+
+
+def turn_facts(action: str, info_before: dict[str, Any], info_after: dict[str, Any]) -> dict[str, Any]:
+    """What one turn contributes to an :class:`EpisodeRecord`: ``action`` was taken in the
+    state ``info_before`` describes and led to ``info_after`` (the env's facts, no text read).
+
+    Example:
+        >>> before = {"admissible_commands": ["take key", "open red door"], "expert_action": "take key"}
+        >>> after = {"action_effect": "no_effect", "expert_plan_length": 2}
+        >>> turn_facts("open red door", before, after)
+        {'expert_match': 0, 'admissible': 1, 'no_effect': 1, 'plan_left': 2, 'effect': 'no_effect', 'lost': False}
+    """
+    commands = info_before.get("admissible_commands") or ()
+    effect = str(info_after.get("action_effect", ""))
+    return {
+        "expert_match": expert_match_of(action, info_before),
+        "admissible": int(action in commands) if commands else UNKNOWN,
+        "no_effect": int(effect == "no_effect"),
+        "plan_left": plan_length_of(info_after),
+        "effect": effect,
+        "lost": bool(info_after.get("lost")) and not info_before.get("lost"),
+    }
+
+
+def expert_match_of(action: str, info: dict[str, Any]) -> int:
+    """1 if ``action`` is the expert's in the state ``info`` describes, 0 if not, -1 if the env has no expert."""
     choices = info.get("expert_actions")
     if isinstance(choices, (list, tuple)) and choices:
         return int(action in choices)
@@ -165,40 +217,34 @@ def _expert_match(action: str, info: dict[str, Any]) -> int:
     return UNKNOWN
 
 
-def _is_no_effect(obs: str) -> bool:
-    # With show_budget the budget line is appended/prepended: look at every paragraph.
-    return obs.strip() == INVALID_ACTION_FEEDBACK or INVALID_ACTION_FEEDBACK in (p.strip() for p in obs.split("\n\n"))
-
-
 def run_episode(env: gym.Env, policy: Policy, seed: int, job: EpisodeJob) -> EpisodeRecord:
     """Play one episode of ``job`` and record it (the env must be wrapped in a :class:`TurnBudget`)."""
     start = time.perf_counter()
     policy.reset(seed=attempt_seed(seed, job.task, job.attempt))
     obs, info = env.reset(seed=task_seed(seed, job.task), options={"budget": job.budget})
-    plan_length = _plan_len(info)
+    plan_length, game = plan_length_of(info), game_of(info)
     actions: list[str] = []
-    expert_match: list[int] = []
-    admissible: list[int] = []
-    no_effect: list[int] = []
-    plan_left: list[int] = []
+    per_turn: dict[str, list[Any]] = {name: [] for name in TURN_FACTS}
     won_turn: int | None = None
+    lost_turn: int | None = None
     for turn in range(1, job.budget + 1):
         action = policy.act(obs, info)
-        commands = info.get("admissible_commands") or ()
         actions.append(action)
-        expert_match.append(_expert_match(action, info))
-        admissible.append(int(action in commands) if commands else UNKNOWN)
-        obs, _, terminated, truncated, info = env.step(action)
-        no_effect.append(int(_is_no_effect(obs)))
-        plan_left.append(_plan_len(info))
+        obs, _, terminated, truncated, next_info = env.step(action)
+        facts = turn_facts(action, info, next_info)
+        for name in TURN_FACTS:
+            per_turn[name].append(facts[name])
+        info = next_info
         if info.get("won"):
             won_turn = turn
+        if facts["lost"]:
+            lost_turn = turn
         if won_turn is not None or terminated or truncated:
             break
     return EpisodeRecord(
         task=job.task, attempt=job.attempt, budget=job.budget, won_turn=won_turn, turns=len(actions),
-        plan_length=plan_length, actions=actions, expert_match=expert_match, admissible=admissible,
-        no_effect=no_effect, plan_left=plan_left, seconds=time.perf_counter() - start,
+        plan_length=plan_length, actions=actions, **per_turn, seconds=time.perf_counter() - start,
+        lost_turn=lost_turn, game=game,
     )
 
 
