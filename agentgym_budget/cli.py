@@ -175,17 +175,17 @@ def _compare(args: argparse.Namespace) -> int:
     level = f"{next(iter(comparison.passkt.values())).level:.0%}"
     console = Console()
     table = Table(title=f"Pass@(K,T): {labels[1]} minus {labels[0]}, {a.n_tasks} paired tasks",
-                  caption=f"difference [{level} paired bootstrap CI over tasks]; * = CI excludes 0")
+                  caption=f"difference, under it its {level} paired bootstrap CI over tasks; * = CI excludes 0")
     table.add_column("K \\ T", justify="right", style="bold")
     for t in comparison.ts:
         table.add_column(str(t), justify="right")
     for k in comparison.ks:
-        table.add_row(str(k), *(_diff_text(comparison.passkt[(k, t)]) for t in comparison.ts))
+        table.add_row(str(k), *(_cell_text(comparison.passkt[(k, t)]) for t in comparison.ts))
     console.print(table)
-    metrics = Table(title=f"Behaviour metrics: {labels[1]} minus {labels[0]}",
+    metrics = Table(title=f"Behaviour metrics: b = {labels[1]} minus a = {labels[0]}",
                     caption=f"paired over tasks (probes: over probes); {level} CI; * = CI excludes 0")
-    for column in ("metric", labels[0], labels[1], "difference [CI]"):
-        metrics.add_column(column, justify="left" if column == "metric" else "right")
+    for column in ("metric", "a", "b", "b - a [CI]"):
+        metrics.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
     for name, d in {**comparison.metrics, **comparison.probes}.items():
         metrics.add_row(name, _fmt(d.a), _fmt(d.b), _diff_text(d))
     console.print(metrics)
@@ -203,9 +203,22 @@ def _fmt(value: float | None) -> str:
 
 
 def _diff_text(d: Any) -> str:
+    """``+0.120 [+0.050, +0.190]*`` (``*``: the CI excludes 0; no CI from a single task)."""
     if d.diff is None:
         return "n/a"
-    return f"{d.diff:+.3f} [{d.ci_low:+.3f}, {d.ci_high:+.3f}]{'*' if d.significant else ' '}"
+    ci = "[no CI]" if d.ci_low is None else f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+    return f"{d.diff:+.3f} {ci}{'*' if d.significant else ' '}"
+
+
+def _cell_text(d: Any) -> str:
+    """A grid cell on two short lines: ``+0.120*`` over ``[+.05,+.19]``."""
+    if d.diff is None:
+        return "n/a"
+    def short(x: float) -> str:  # "+.08": the grid has five columns in 80 characters
+        return f"{x:+.2f}".replace("0.", ".", 1)
+
+    ci = "no CI" if d.ci_low is None else f"[{short(d.ci_low)},{short(d.ci_high)}]"
+    return f"{d.diff:+.3f}{'*' if d.significant else ' '}\n[dim]{ci}[/dim]"
 
 
 def _warn_repeated_games(console: Any, result: Any) -> None:

@@ -16,6 +16,7 @@ from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.evaluate import build_jobs, resolve_mode
 from agentgym_budget.eval.rollout import (
     EpisodeJob,
+    EpisodeRecord,
     ProcessPoolExecutor,
     RolloutSpec,
     SerialExecutor,
@@ -165,3 +166,14 @@ def test_bad_arguments_are_rejected(kwargs: dict[str, Any], message: str) -> Non
     args = {"ks": (1,), "ts": (5,), "tasks": 2, "attempts": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         evaluate(ENV_ID, "random", **args)
+
+
+def test_records_written_before_the_effect_fields_still_load() -> None:
+    old = {"task": 0, "attempt": 1, "budget": 4, "won_turn": None, "turns": 2, "plan_length": 2,
+           "actions": ["a", "b"], "expert_match": [1, 0], "admissible": [1, 0], "no_effect": [0, 1],
+           "plan_left": [1, 1], "seconds": 0.1}
+    record = EpisodeRecord.from_dict(old)
+    assert (record.effect, record.lost_turn, record.game) == ([], None, "")
+    from agentgym_budget.eval.metrics import error_kinds
+
+    assert error_kinds(record) == [(2, "invalid")]  # the old flags still classify the turn
