@@ -206,7 +206,7 @@ def _diff_text(d: Any) -> str:
     """``+0.120 [+0.050, +0.190]*`` (``*``: the CI excludes 0; no CI from a single task)."""
     if d.diff is None:
         return "n/a"
-    ci = "[no CI]" if d.ci_low is None else f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+    ci = "(no CI: one task)" if d.ci_low is None else f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
     return f"{d.diff:+.3f} {ci}{'*' if d.significant else ' '}"
 
 
