@@ -91,11 +91,12 @@ def _silence_jericho_warning() -> None:
     warnings.filterwarnings("ignore", message=_JERICHO_NOISE, module="jericho")
 
 
-def _facts(state: Any) -> frozenset[Any]:
+def _facts(state: Any) -> frozenset[Any] | None:
     """The game's logical state: the propositions TextWorld keeps in ``state["_facts"]`` (it
     computes them for ``policy_commands`` anyway; requesting ``facts`` would also render each
-    one as text, +30-55 % per step)."""
-    return frozenset(state.get("_facts") or ())
+    one as text, +30-55 % per step).  ``None`` if this TextWorld version does not keep them."""
+    facts = state.get("_facts")
+    return None if facts is None else frozenset(facts)
 
 
 def strip_banner(text: str) -> str:
@@ -174,7 +175,7 @@ class _TextWorldGames(TextEnv):
         # Inform 7 counts a move only for a command it carried out; the facts are the game state.
         effect = action_effect(
             valid=self._state["moves"] != before["moves"] or self._over,
-            changed=_facts(self._state) != _facts(before),
+            changed=_facts(self._state) != _facts(before) or _facts(before) is None,  # unknown: assume it changed
             won=bool(self._state["won"]), lost=bool(self._state["lost"]), plan_before=plan_before,
             plan_after=self._plan_length(), score_delta=reward)
         return (self._state.feedback or "").strip(), float(reward), self._over, self._info(effect=effect)
