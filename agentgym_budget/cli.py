@@ -1,4 +1,4 @@
-"""The ``agentgym-budget`` command line: ``eval``, ``report``, ``compare`` and ``list``.
+"""The ``agentgym-budget`` command line: ``eval``, ``report``, ``compare``, ``probe``, ``aggregate`` and ``list``.
 
     agentgym-budget eval                      # = the Quickstart main job:
     agentgym-budget eval --env ALFWorld-Budget-v0 --policy noisy-expert --k 1,2,4,8 \\
@@ -6,6 +6,8 @@
     agentgym-budget report results/                  # -> results/report.html
     agentgym-budget report results/base results/rl --out compare.html
     agentgym-budget compare results/base/passkt.json results/rl/passkt.json --out diff.png
+    agentgym-budget probe --env KeyDoor-Budget-v0 --policy random --probes 40
+    agentgym-budget aggregate results/seed*/passkt.json --out results/aggregate
     agentgym-budget list
 
 ``eval`` prints the Pass@(K,T) table and the behaviour metrics and writes ``passkt.json``,
@@ -26,6 +28,7 @@ import argparse
 import contextlib
 import json
 import sys
+import warnings
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -153,15 +156,23 @@ def _parser() -> argparse.ArgumentParser:
     rpt.add_argument("results_b", nargs="?", default=None, help="a second one to compare with the first (b - a)")
     rpt.add_argument("--out", default=None, help="HTML file to write (default RESULTS/report.html)")
     rpt.add_argument("--labels", default=None, help="names of the two runs, comma-separated (default: the policies)")
+    ev.add_argument("--probes", type=int, default=0,
+                    help="also measure single-step quality on N fixed probe states (see 'probe'); default 0: none")
+    ev.add_argument("--probe-horizon", type=int, default=50, help="expert turns allowed after a probe action")
 
-    cmp = sub.add_parser("compare", help="difference heatmap of two passkt.json results (b - a)")
+    cmp = sub.add_parser("compare", help="paired differences b - a with bootstrap CIs over tasks, and their heatmap")
     cmp.add_argument("a", help="passkt.json (or its folder) of the baseline")
     cmp.add_argument("b", help="passkt.json (or its folder) to compare with it")
     cmp.add_argument("--out", default="passkt_diff.png",
-                     help="PNG to write (default passkt_diff.png; a folder: passkt_diff.png in it)")
+                     help="PNG to write (default passkt_diff.png; a folder: passkt_diff.png in it); the differences "
+                          "go to the same name with .json")
     cmp.add_argument("--labels", default=None, help="names of a and b, comma-separated (default: the policies)")
-    cmp.add_argument("--shared-cells", action="store_true",
-                     help="compare results of different envs, grids, attempts or modes on the cells they share")
+    cmp.add_argument("--bootstrap", type=_int_in(0, MAX_BOOTSTRAP), default=1000,
+                     help="paired bootstrap resamples (default 1000)")
+    cmp.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=0, help="seed of the bootstrap (default 0)")
+
+    _add_probe_parser(sub)
+    _add_aggregate_parser(sub)
 
     sub.add_parser("list", help="registered envs, their backends and whether each is installed")
 
@@ -178,7 +189,7 @@ def _eval(args: argparse.Namespace) -> int:
 
     import agentgym_budget  # noqa: F401  (registers the envs)
     from agentgym_budget.eval.episode_log import lock_output
-    from agentgym_budget.eval.evaluate import check_scoring, plan_evaluation, run_evaluation
+    from agentgym_budget.eval.evaluate import RepeatedGamesWarning, check_scoring, plan_evaluation, run_evaluation
 
     console = Console()
     _check_env_id(args.env)
@@ -197,10 +208,15 @@ def _eval(args: argparse.Namespace) -> int:
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=Console(stderr=True), transient=True, disable=args.no_progress) as progress:
         bar = progress.add_task(f"{args.env} x {plan.policy_name} ({plan.mode})", total=len(plan.jobs))
-        result = run_evaluation(plan, executor=executor, workers=args.workers, concurrency=args.concurrency, out=out,
-                                resume=args.resume, overwrite=args.overwrite, on_record=lambda _: progress.advance(bar),
-                                bootstrap=args.bootstrap, transcripts=args.transcripts)
-        written = [*result.save(out), out / "episodes.jsonl"]
+        with warnings.catch_warnings():  # printed below, with the tables
+            warnings.simplefilter("ignore", RepeatedGamesWarning)
+            result = run_evaluation(plan, executor=executor, workers=args.workers, concurrency=args.concurrency,
+                                    out=out, resume=args.resume, overwrite=args.overwrite,
+                                    on_record=lambda _: progress.advance(bar), bootstrap=args.bootstrap,
+                                    transcripts=args.transcripts)
+        if args.probes:
+            written_probes = _eval_probes(args, plan, result, out)
+        written = [*result.save(out), out / "episodes.jsonl", *([written_probes] if args.probes else [])]
         if result.config["transcripts"]:
             written.append(out / "transcripts.jsonl.gz")
         if not args.no_plots:
@@ -209,6 +225,7 @@ def _eval(args: argparse.Namespace) -> int:
             written += save_plots(result, out)
     console.print(result.table())
     console.print(result.metrics_table())
+    _warn_repeated_games(console, result)
     timing = result.timing
     console.print(f"{timing['episodes']} episodes, {timing['steps']} turns in {timing['rollout_seconds']:.1f} s "
                   f"({timing['episodes_per_second']:.0f} episodes/s, workers={args.workers}, "
@@ -325,21 +342,14 @@ def _compare(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
+    from agentgym_budget.eval.compare import compare_results
     from agentgym_budget.eval.plots import plot_diff_heatmap
-    from agentgym_budget.eval.results import PassKTResult, difference
+    from agentgym_budget.eval.results import PassKTResult
 
     a, b = _load_result(PassKTResult, args.a), _load_result(PassKTResult, args.b)
     labels = tuple(args.labels.split(",", 1)) if args.labels else (a.policy, b.policy)
     if len(labels) != 2:
         raise ValueError(f"--labels needs two comma-separated names, got {args.labels!r}")
-    mismatch = [f"{name} {getattr(a, name)} vs {getattr(b, name)}" for name in ("env_id", "ks", "ts", "attempts", "mode")
-                if getattr(a, name) != getattr(b, name)]
-    if mismatch and not args.shared_cells:
-        raise ValueError(f"the results differ in {'; '.join(mismatch)}: their Pass@(K,T) are not the same quantity; "
-                         f"--shared-cells compares them anyway on the cells they share")
-    if mismatch:
-        print(f"agentgym-budget compare: note: comparing on the shared cells only ({'; '.join(mismatch)})",
-              file=sys.stderr)
     out = Path(args.out)
     if out.is_dir():
         out = out / "passkt_diff.png"
@@ -347,16 +357,175 @@ def _compare(args: argparse.Namespace) -> int:
         out = out.with_suffix(".png")  # what matplotlib would write; say so, not the name given
     if not out.parent.is_dir():
         raise ValueError(f"--out {args.out}: the folder {out.parent} does not exist")
-    ks, ts, diff = difference(a, b)
-    table = Table(title=f"Pass@(K,T): {labels[1]} minus {labels[0]}")
+    comparison = compare_results(a, b, resamples=args.bootstrap, seed=args.seed, labels=labels)
+    level = f"{next(iter(comparison.passkt.values())).level:.0%}"
+    console = Console()
+    table = Table(title=f"Pass@(K,T): {labels[1]} minus {labels[0]}, {a.n_tasks} paired tasks",
+                  caption=f"difference, under it its {level} paired bootstrap CI over tasks; * = CI excludes 0")
     table.add_column("K \\ T", justify="right", style="bold")
-    for t in ts:
+    for t in comparison.ts:
         table.add_column(str(t), justify="right")
-    for i, k in enumerate(ks):
-        table.add_row(str(k), *(f"{value:+.3f}" for value in diff[i]))
-    Console().print(table)
-    path = plot_diff_heatmap(a, b, out, labels=labels)
-    Console().print(f"wrote {path}")
+    for k in comparison.ks:
+        table.add_row(str(k), *(_cell_text(comparison.passkt[(k, t)]) for t in comparison.ts))
+    console.print(table)
+    metrics = Table(title=f"Behaviour metrics: b = {labels[1]} minus a = {labels[0]}",
+                    caption=f"paired over tasks (probes: over probes); {level} CI; * = CI excludes 0")
+    for column in ("metric", "a", "b", "b - a [CI]"):
+        metrics.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
+    for name, d in {**comparison.metrics, **comparison.probes}.items():
+        metrics.add_row(name, _fmt(d.a), _fmt(d.b), _diff_text(d))
+    console.print(metrics)
+    for note in comparison.notes:
+        console.print(f"[yellow]note:[/yellow] {note}")
+    path = plot_diff_heatmap(a, b, out, labels=labels, comparison=comparison)
+    json_path = out.with_suffix(".json")
+    json_path.write_text(json.dumps(comparison.to_dict(), indent=1) + "\n")
+    console.print(f"wrote {path}, {json_path}")
+    return 0
+
+
+def _fmt(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+def _diff_text(d: Any) -> str:
+    """``+0.120 [+0.050, +0.190]*`` (``*``: the CI excludes 0; no CI from a single task)."""
+    if d.diff is None:
+        return "n/a"
+    ci = "(no CI: one task)" if d.ci_low is None else f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+    return f"{d.diff:+.3f} {ci}{'*' if d.significant else ' '}"
+
+
+def _cell_text(d: Any) -> str:
+    """A grid cell on two short lines: ``+0.120*`` over ``[+.05,+.19]``."""
+    if d.diff is None:
+        return "n/a"
+    def short(x: float) -> str:  # "+.08": the grid has five columns in 80 characters
+        return f"{x:+.2f}".replace("0.", ".", 1)
+
+    ci = "no CI" if d.ci_low is None else f"[{short(d.ci_low)},{short(d.ci_high)}]"
+    return f"{d.diff:+.3f}{'*' if d.significant else ' '}\n[dim]{ci}[/dim]"
+
+
+def _warn_repeated_games(console: Any, result: Any) -> None:
+    from agentgym_budget.eval.evaluate import repeated_games, repeated_games_message
+
+    repeated = repeated_games(result.task_games)
+    if repeated:
+        console.print(f"[yellow]note:[/yellow] {repeated_games_message(repeated, result.n_tasks)}")
+
+
+def _add_probe_parser(sub: Any) -> None:
+    pr = sub.add_parser("probe", help="single-step quality of a policy on a fixed, seeded set of probe states")
+    pr.add_argument("--env", default=DEFAULT_ENV, help=f"registered env id (default {DEFAULT_ENV})")
+    pr.add_argument("--policy", default="noisy-expert", help="policy name: random, expert, noisy-expert, hf")
+    pr.add_argument("--policy-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                    help="policy option, repeatable")
+    pr.add_argument("--env-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+                    help="gym.make option, repeatable")
+    pr.add_argument("--probes", type=int, default=50, help="probe states (default 50; two per task)")
+    pr.add_argument("--seed", type=int, default=0, help="base seed: the same as eval's gives its tasks (default 0)")
+    pr.add_argument("--horizon", type=int, default=50, help="expert turns allowed after the probe action")
+    pr.add_argument("--out", default="results", help="folder for probes.json (default results/)")
+
+
+def _probe(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    import agentgym_budget  # noqa: F401  (registers the envs)
+    from agentgym_budget.eval.probes import build_probes, run_probes
+
+    probes = build_probes(args.env, args.probes, args.seed, dict(args.env_arg))
+    outcome = run_probes(args.env, args.policy, probes, dict(args.env_arg), dict(args.policy_arg), seed=args.seed,
+                         horizon=args.horizon)
+    path = _write_probes(Path(args.out), args.env, args.policy, outcome)
+    console = Console()
+    console.print(_probe_table(args.env, args.policy, outcome))
+    console.print(f"wrote {path}")
+    return 0
+
+
+def _eval_probes(args: argparse.Namespace, plan: Any, result: Any, out: Path) -> Path:
+    """Run ``--probes`` for ``eval``: outcomes into ``result.metrics["probes"]`` and ``probes.json``."""
+    from agentgym_budget.eval.probes import build_probes, run_probes
+
+    probes = build_probes(plan.env_id, args.probes, plan.seed, plan.env_kwargs)
+    outcome = run_probes(plan.env_id, plan.policy, probes, plan.env_kwargs, plan.policy_kwargs, seed=plan.seed,
+                         horizon=args.probe_horizon, bootstrap=args.bootstrap)
+    result.metrics["probes"] = {key: value for key, value in outcome.items() if key != "probes"}
+    return _write_probes(out, plan.env_id, plan.policy_name, outcome)
+
+
+def _write_probes(out: Path, env_id: str, policy: str, outcome: dict[str, Any]) -> Path:
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "probes.json"
+    path.write_text(json.dumps({"env_id": env_id, "policy": str(policy), **outcome}, indent=1) + "\n")
+    return path
+
+
+def _probe_table(env_id: str, policy: str, outcome: dict[str, Any]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=f"Probe states — {env_id}, {policy}\nset {outcome['set_id']}, {len(outcome['source'])} probes")
+    for column in ("metric", "value", "95% CI", "probes"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for name, row in outcome["summary"].items():
+        ci = "n/a" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        table.add_row(name, _fmt(row["value"]), ci, str(row["probes"]))
+    return table
+
+
+def _add_aggregate_parser(sub: Any) -> None:
+    ag = sub.add_parser("aggregate", help="several runs of one recipe (e.g. training seeds): mean, spread, CI per cell")
+    ag.add_argument("results", nargs="+", help="passkt.json files (or their folders), one per run")
+    ag.add_argument("--out", default="aggregate", help="folder for aggregate.json and aggregate.csv")
+    ag.add_argument("--level", type=float, default=0.95, help="CI level (default 0.95)")
+
+
+def _aggregate(args: argparse.Namespace) -> int:
+    import csv
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from agentgym_budget.eval.compare import aggregate_results
+    from agentgym_budget.eval.results import PassKTResult
+
+    aggregate = aggregate_results([PassKTResult.load(path) for path in args.results], level=args.level)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "aggregate.json").write_text(json.dumps(aggregate.to_dict(), indent=1) + "\n")
+    with (out / "aggregate.csv").open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["metric", "mean", "std", "min", "max", "ci_low", "ci_high", "runs"])
+        rows = [(f"pass@({k},{t})", cell) for (k, t), cell in aggregate.passkt.items()] + list(aggregate.metrics.items())
+        for name, cell in rows:
+            writer.writerow([name, *(cell[key] for key in ("mean", "std", "min", "max", "ci_low", "ci_high")),
+                             aggregate.runs])
+
+    def cell_text(cell: dict[str, Any]) -> str:
+        if cell["mean"] is None:
+            return "n/a"
+        spread = "" if cell["std"] is None else f" sd {cell['std']:.3f}"
+        ci = "" if cell["ci_low"] is None else f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+        return f"{cell['mean']:.3f}{spread}{ci}"
+
+    console = Console()
+    table = Table(title=f"Pass@(K,T) over {aggregate.runs} runs — {aggregate.env_id}",
+                  caption=f"mean sd (between runs) [{args.level:.0%} Student-t CI of the mean]")
+    table.add_column("K \\ T", justify="right", style="bold")
+    for t in aggregate.ts:
+        table.add_column(str(t), justify="right")
+    for k in aggregate.ks:
+        table.add_row(str(k), *(cell_text(aggregate.passkt[(k, t)]) for t in aggregate.ts))
+    console.print(table)
+    metrics = Table(title="Behaviour metrics over runs")
+    metrics.add_column("metric")
+    metrics.add_column("mean sd [CI]", justify="right")
+    for name, cell in aggregate.metrics.items():
+        metrics.add_row(name, cell_text(cell))
+    console.print(metrics)
+    console.print(f"wrote {out / 'aggregate.json'}, {out / 'aggregate.csv'}")
     return 0
 
 
@@ -428,7 +597,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from agentgym_budget._optional import MissingBackendError
     from agentgym_budget.eval.episode_log import EvaluationInterrupted
 
-    command = {"eval": _eval, "report": _report, "compare": _compare, "list": _list, "train": _train}[args.command]
+    command = {"eval": _eval, "report": _report, "compare": _compare, "probe": _probe, "aggregate": _aggregate,
+               "list": _list, "train": _train}[args.command]
     try:
         return command(args)
     except (MissingBackendError, ValueError, OSError, GymError) as e:  # the user's mistake: one line, no traceback

@@ -7,10 +7,12 @@ import pytest
 from agentgym_budget.eval.metrics import (
     behaviour_metrics,
     decision_quality,
+    error_kinds,
     error_recovery,
     error_turns,
     only_one_step_plans,
     resilience,
+    task_terms,
 )
 from agentgym_budget.eval.rollout import EpisodeRecord
 
@@ -26,12 +28,15 @@ def episode(
     budget: int = 10,
     task: int = 0,
     attempt: int = 0,
+    effect: list[str] | None = None,
+    lost_turn: int | None = None,
 ) -> EpisodeRecord:
     n = len(match)
     return EpisodeRecord(
         task=task, attempt=attempt, budget=budget, won_turn=won_turn, turns=n, plan_length=plan_length,
         actions=[f"a{t}" for t in range(n)], expert_match=match, admissible=admissible or [1] * n,
-        no_effect=no_effect or [0] * n, plan_left=plan_left or [-1] * n,
+        no_effect=no_effect or [0] * n, plan_left=plan_left or [-1] * n, effect=effect or [],
+        lost_turn=lost_turn,
     )
 
 
@@ -141,3 +146,75 @@ def test_one_step_plans_count_as_unknown_plan_lengths() -> None:
     assert metrics["resilience"]["mean_turns_per_plan_step"] is None
     full = [episode([1, 1], won_turn=2, plan_length=2, plan_left=[1, 0])]
     assert not only_one_step_plans(full) and behaviour_metrics(full, ts=(5,))["plan_lengths_known"]
+
+
+def test_error_kinds_from_the_env_fact_stall_loss_and_expert_turns() -> None:
+    # d: 4 -> 3 (progress) -> 3 (stall) -> 3 (no_effect) -> 3 (invalid) -> 5 (detour) -> lost
+    record = episode(
+        [1, 0, 0, 0, 0, 0],
+        plan_length=4, plan_left=[3, 3, 3, 3, 5, -1],
+        effect=["progress", "neutral", "no_effect", "invalid", "regress", "regress"],
+        lost_turn=6,
+    )
+    assert error_kinds(record) == [(2, "stall"), (3, "no_effect"), (4, "invalid"), (5, "detour"), (6, "loss")]
+    # The expert's own action is never an error, even when it changes nothing (ALFWorld's first "look").
+    looked = episode([1, 1], plan_length=3, plan_left=[2, 1], effect=["no_effect", "progress"])
+    assert error_kinds(looked) == []
+    # Without plan lengths a valid action is an error only when the env says it regressed (score down).
+    unknown = episode([0, 0, 0], effect=["neutral", "regress", "progress"])
+    assert error_kinds(unknown) == [(2, "detour")]
+
+
+def test_recovery_is_the_next_on_plan_turn_expert_or_plan_shortening() -> None:
+    # errors at 2 (stall) and 3 (no_effect); turn 4 shortens the plan without being the expert's action.
+    record = episode([1, 0, 0, 0, 0], plan_length=5, plan_left=[4, 4, 4, 3, 3],
+                     effect=["progress", "neutral", "no_effect", "progress", "neutral"], budget=5)
+    assert error_turns(record) == [2, 3, 5]
+    er = error_recovery([record])
+    assert er["errors"] == 3 and er["errors_by_kind"] == {"invalid": 0, "no_effect": 1, "loss": 0, "detour": 0,
+                                                           "stall": 2}
+    assert er["recovered_fraction"] == pytest.approx(2 / 3)  # turn 5's stall is never recovered
+    assert er["mean_turns_to_recover"] == pytest.approx((2 + 1) / 2)
+
+
+def test_quarter_bins_put_wins_on_the_edges_in_their_own_quarter() -> None:
+    records = [episode([1] * t, won_turn=t, budget=20, attempt=t) for t in (5, 10, 15, 20)]
+    assert resilience(records, ts=(20,))["success_turn_fraction"]["counts"] == [1, 1, 1, 1]
+    records = [episode([1] * t, won_turn=t, budget=20, attempt=t) for t in (1, 6, 11, 16)]
+    assert resilience(records, ts=(20,))["success_turn_fraction"]["counts"] == [1, 1, 1, 1]
+
+
+def test_task_terms_give_the_reported_values_per_task() -> None:
+    a0 = episode([1, 0, 1], won_turn=3, plan_length=3, plan_left=[2, 2, 0], budget=4, task=0,
+                 effect=["progress", "neutral", "progress"])
+    a1 = episode([0, 0, 0, 0], plan_length=3, plan_left=[3, 3, 3, 3], budget=4, task=0, attempt=1,
+                 effect=["no_effect"] * 4)
+    b0 = episode([1, 1], won_turn=2, plan_length=2, plan_left=[1, 0], budget=4, task=1,
+                 effect=["progress", "progress"])
+    terms = task_terms([a0, a1, b0], ts=(2, 4), n_tasks=2)
+    num, den = terms["decision_quality.overall"]
+    assert num.tolist() == [2, 2] and den.tolist() == [7, 2]
+    num, den = terms["errors_per_episode"]
+    assert num.tolist() == [5, 0] and den.tolist() == [2, 1]  # a0: stall at 2; a1: 4 no-effect turns
+    num, den = terms["success_after_error"]
+    assert num.tolist() == [1, 0] and den.tolist() == [2, 0]
+    num, den = terms["success_by_plan_length.1-5.T2"]
+    assert num.tolist() == [0, 1] and den.tolist() == [2, 1]
+    metrics = behaviour_metrics([a0, a1, b0], ts=(2, 4), n_tasks=2, bootstrap=200)
+    for name, value in (("decision_quality.overall", metrics["decision_quality"]["overall"]),
+                        ("errors_per_episode", metrics["error_recovery"]["errors_per_episode"]),
+                        ("mean_turns_to_recover", metrics["error_recovery"]["mean_turns_to_recover"]),
+                        ("success_turn_fraction.50-75%", metrics["resilience"]["success_turn_fraction"]["fractions"][2])):
+        assert metrics["ci"][name]["value"] == pytest.approx(value), name
+    assert metrics["ci"]["decision_quality.overall"]["ci_low"] <= 4 / 9 <= metrics["ci"]["decision_quality.overall"]["ci_high"]
+
+
+def test_key_door_noisy_expert_makes_errors() -> None:
+    import agentgym_budget  # noqa: F401
+    from agentgym_budget.eval import evaluate
+
+    result = evaluate("KeyDoor-Budget-v0", "noisy-expert", ks=(1,), ts=(4,), tasks=20, attempts=4, bootstrap=0,
+                      policy_kwargs={"p": 0.5})
+    er = result.metrics["error_recovery"]
+    assert er["errors"] > 0 and er["errors_by_kind"]["no_effect"] > 0 and er["errors_by_kind"]["loss"] > 0
+    assert er["success_after_error"] < er["success_without_error"] == 1.0

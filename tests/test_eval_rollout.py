@@ -16,6 +16,7 @@ from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.evaluate import build_jobs, resolve_mode
 from agentgym_budget.eval.rollout import (
     EpisodeJob,
+    EpisodeRecord,
     ProcessPoolExecutor,
     RolloutSpec,
     SerialExecutor,
@@ -87,7 +88,8 @@ def test_record_fields_follow_the_episode() -> None:
     n = record.plan_length
     assert record.actions[:4] == ["go east", "dance", "go west", "go east"]
     assert record.admissible[:4] == [1, 0, 1, 1]
-    assert record.no_effect[:4] == [0, 1, 0, 0]
+    assert record.no_effect[:4] == [0, 0, 0, 0]  # "dance" is invalid, not a valid action without effect
+    assert record.effect[:4] == ["progress", "invalid", "regress", "progress"]
     assert record.expert_match[:4] == [1, 0, 0, 1]
     assert record.plan_left[:4] == [n - 1, n - 1, n, n - 1]
     assert record.won_turn == record.turns == n + 3  # a wasted turn, a step back and its undoing
@@ -164,3 +166,14 @@ def test_bad_arguments_are_rejected(kwargs: dict[str, Any], message: str) -> Non
     args = {"ks": (1,), "ts": (5,), "tasks": 2, "attempts": 2, **kwargs}
     with pytest.raises(ValueError, match=message):
         evaluate(ENV_ID, "random", **args)
+
+
+def test_records_written_before_the_effect_fields_still_load() -> None:
+    old = {"task": 0, "attempt": 1, "budget": 4, "won_turn": None, "turns": 2, "plan_length": 2,
+           "actions": ["a", "b"], "expert_match": [1, 0], "admissible": [1, 0], "no_effect": [0, 1],
+           "plan_left": [1, 1], "seconds": 0.1}
+    record = EpisodeRecord.from_dict(old)
+    assert (record.effect, record.lost_turn, record.game) == ([], None, "")
+    from agentgym_budget.eval.metrics import error_kinds
+
+    assert error_kinds(record) == [(2, "invalid")]  # the old flags still classify the turn

@@ -237,3 +237,12 @@ def test_alfworld_subgoal_detector_on_real_expert_episodes(seed: int) -> None:
     assert any(e.startswith("You pick up the") for e in events)
     assert re.match(r"You (move|put) the", events[-1])  # the winning placement is the last subgoal
     assert info["potential"] == len(events) >= 2
+
+
+def test_invalid_penalty_reads_the_envs_action_effect() -> None:
+    # KeyDoor: a locked door and a second "take key" are admissible but change nothing.
+    env = ProcessReward(gym.make("KeyDoor-v0"), "invalid_penalty", coef=1.0, potential_based=False)
+    _, steps = play(env, ["open red door", "take key", "take key", "dance", "open red door"],
+                    options={"task": "red-blue"})
+    assert [s[4]["action_effect"] for s in steps] == ["no_effect", "progress", "no_effect", "invalid", "progress"]
+    assert [s[4]["process_reward"] for s in steps] == [-1.0, 0.0, -1.0, -1.0, 0.0]

@@ -14,8 +14,8 @@ import agentgym_budget  # noqa: F401  (registers the envs)
 from agentgym_budget.cli import main
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import read_episodes
-from agentgym_budget.eval.metrics import error_turns
-from agentgym_budget.eval.report import build_report, turn_tags, write_report
+from agentgym_budget.eval.metrics import error_kinds, error_turns, on_plan_turns
+from agentgym_budget.eval.report import ERROR_TAGS, build_report, turn_tags, write_report
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, TranscriptWriter, read_transcripts
 
 ENV_ID = "KeyDoor-Budget-v0"
@@ -93,14 +93,16 @@ def test_turn_tags_mark_the_metrics_errors_and_the_recoveries(folder) -> None:
     assert any(error_turns(r) for r in records) and any("recovery" in sum(turn_tags(r), []) for r in records)
     for record in records:
         tags = turn_tags(record)
-        errors = [t for t, row in enumerate(tags, start=1) if {"invalid", "no-effect", "detour"} & set(row)]
+        errors = [t for t, row in enumerate(tags, start=1) if set(ERROR_TAGS) & set(row)]
         assert errors == error_turns(record)
+        assert [row[0] for row in tags if set(ERROR_TAGS) & set(row)] == [
+            kind.replace("_", "-") for _, kind in error_kinds(record)]
         assert [t for t, row in enumerate(tags, start=1) if "off-expert" in row] == [
             t for t, m in enumerate(record.expert_match, start=1) if m == 0]
         for t, row in enumerate(tags, start=1):
-            if "recovery" in row:  # an expert action, after an error, with no recovery since that error
+            if "recovery" in row:  # an on-plan turn, after an error, with no recovery since that error
                 last_error = max(e for e in errors if e < t)
-                assert record.expert_match[t - 1] == 1
+                assert t in on_plan_turns(record)
                 assert not any("recovery" in tags[u - 1] for u in range(last_error + 1, t))
 
 

@@ -63,7 +63,10 @@ def test_expert_wins_within_its_plan_and_rewards_sum_to_the_score(env):
 @needs_scienceworld
 def test_failing_the_task_is_lost_and_deviation_drops_the_expert(env):
     _, info = env.reset(seed=0, options={"variation": 0})
-    _, _, terminated, _, info = env.step("look around")  # not the gold path's first action
+    first = info["expert_action"]
+    _, _, terminated, _, info = env.step("look around")  # observes only: the world did not move, still on the path
+    assert not terminated and info["expert_action"] == first and info["action_effect"] == "no_effect"
+    _, _, terminated, _, info = env.step("wait1")  # time passes off the gold path
     assert not terminated and info["expert_action"] is None and info["expert_plan"] == []
     _, reward, terminated, _, info = env.step("focus on agent")  # focusing on the wrong thing fails
     assert terminated and info["lost"] and not info["won"] and info["score"] < 0

@@ -10,7 +10,15 @@ that must be identical across backends:
   :data:`MAX_ACTION_LENGTH` characters; backend text is normalised into that charset;
 * ``info`` always carries ``admissible_commands`` (``list[str]``), ``won`` (``bool``),
   ``lost`` (``bool``), ``task`` (``str``, the goal) and ``turn`` (``int``, steps since
-  ``reset``); backends that know an expert add ``expert_action`` / ``expert_plan``;
+  ``reset``); backends that know an expert add ``expert_action`` / ``expert_plan`` and
+  ``expert_plan_length`` (the length of the expert's *whole* remaining plan from the engine,
+  ``None`` when the backend does not know it, e.g. a plan cut at a horizon);
+* every ``step`` info carries ``action_effect``, one of
+  :data:`~agentgym_budget.text.ACTION_EFFECTS` (``invalid``, ``no_effect``, ``progress``,
+  ``neutral``, ``regress``), which the backend sets from its engine state through
+  :func:`action_effect` (one rule for all backends); an env that does not set it gets the
+  base default (invalid = not among the previous ``admissible_commands``, won/lost/plan
+  length otherwise).  The evaluator and ``ProcessReward`` read this fact, never feedback text;
 * an action that is not a string raises :class:`TypeError`; any string is a legal turn
   (an unknown command is answered in-game, e.g. ``"Nothing happens."``);
 * ``terminated`` is ``True`` only when the task is won or irrecoverably lost; the base env
@@ -24,8 +32,8 @@ Example:
     >>> sorted(k for k in ("admissible_commands", "won", "lost", "task", "turn") if k in info)
     ['admissible_commands', 'lost', 'task', 'turn', 'won']
     >>> obs, reward, terminated, truncated, info = env.step("dance wildly")
-    >>> obs, reward, terminated, info["turn"]
-    ('Nothing happens.', 0.0, False, 1)
+    >>> obs, reward, terminated, info["turn"], info["action_effect"]
+    ('Nothing happens.', 0.0, False, 1, 'invalid')
 """
 
 from __future__ import annotations
@@ -38,15 +46,17 @@ from typing import Any, SupportsFloat
 import gymnasium as gym
 from gymnasium import spaces
 
-from agentgym_budget.text import INVALID_ACTION_FEEDBACK
+from agentgym_budget.text import ACTION_EFFECTS, INVALID_ACTION_FEEDBACK
 
 __all__ = [
+    "ACTION_EFFECTS",
     "CHARSET",
     "INVALID_ACTION_FEEDBACK",
     "MAX_ACTION_LENGTH",
     "MAX_OBSERVATION_LENGTH",
     "REQUIRED_INFO_KEYS",
     "TextEnv",
+    "action_effect",
     "text_space",
     "to_charset",
 ]
@@ -85,6 +95,53 @@ def to_charset(text: str, max_length: int = MAX_OBSERVATION_LENGTH) -> str:
     return text
 
 
+def action_effect(
+    *,
+    valid: bool,
+    changed: bool = True,
+    won: bool = False,
+    lost: bool = False,
+    plan_before: int | None = None,
+    plan_after: int | None = None,
+    score_delta: float = 0.0,
+) -> str:
+    """The ``info["action_effect"]`` of one step from what the engine knows (the rule every backend uses).
+
+    In this order: the engine could not apply the command (``valid=False``) -> ``"invalid"``;
+    the step lost the game -> ``"regress"``; it won -> ``"progress"``; the state did not
+    change -> ``"no_effect"``; the expert's remaining plan got shorter / longer (both lengths
+    known) -> ``"progress"`` / ``"regress"``; the score went up / down -> ``"progress"`` /
+    ``"regress"``; else ``"neutral"``.
+
+    Example:
+        >>> action_effect(valid=True, plan_before=3, plan_after=2)
+        'progress'
+        >>> action_effect(valid=True, changed=False), action_effect(valid=False), action_effect(valid=True, lost=True)
+        ('no_effect', 'invalid', 'regress')
+    """
+    if not valid:
+        return "invalid"
+    if lost:
+        return "regress"
+    if won:
+        return "progress"
+    if not changed:
+        return "no_effect"
+    if plan_before is not None and plan_after is not None and plan_after != plan_before:
+        return "progress" if plan_after < plan_before else "regress"
+    if score_delta:
+        return "progress" if score_delta > 0 else "regress"
+    return "neutral"
+
+
+def _plan_length(info: dict[str, Any]) -> int | None:
+    """``expert_plan_length``, else (a backend that predates it) the length of ``expert_plan``."""
+    if "expert_plan_length" in info:
+        return info["expert_plan_length"]
+    plan = info.get("expert_plan")
+    return len(plan) if isinstance(plan, (list, tuple)) else None
+
+
 class TextEnv(gym.Env[str, str], ABC):
     """Base class of every text environment in agentgym_budget (see the module docstring).
 
@@ -107,6 +164,7 @@ class TextEnv(gym.Env[str, str], ABC):
         self.action_space = text_space(self.max_action_length)
         self._turn = 0
         self._last_observation = ""
+        self._last_info: dict[str, Any] = {}
 
     # -- hooks for backends -------------------------------------------------------------
     @abstractmethod
@@ -133,7 +191,17 @@ class TextEnv(gym.Env[str, str], ABC):
                 f"got {type(action).__name__}: {action!r}"
             )
         self._turn += 1
+        before = self._last_info
         observation, reward, terminated, info = self._step_game(action)
+        if "action_effect" not in info:  # a backend without engine knowledge of it: the generic rule
+            admissible = before.get("admissible_commands")
+            info["action_effect"] = action_effect(
+                valid=not admissible or action.strip() in admissible, won=bool(info.get("won")) and not before.get("won"),
+                lost=bool(info.get("lost")) and not before.get("lost"),
+                plan_before=_plan_length(before), plan_after=_plan_length(info))
+        elif info["action_effect"] not in ACTION_EFFECTS:
+            raise RuntimeError(f"{type(self).__name__} set info['action_effect']={info['action_effect']!r}; "
+                               f"expected one of {ACTION_EFFECTS}")
         observation, info = self._finish(observation, info)
         return observation, float(reward), bool(terminated), False, info
 
@@ -154,4 +222,5 @@ class TextEnv(gym.Env[str, str], ABC):
         if missing:  # a backend bug, not a user error: fail loudly
             raise RuntimeError(f"{type(self).__name__} returned an info dict without {sorted(missing)}")
         self._last_observation = observation
+        self._last_info = info
         return observation, info

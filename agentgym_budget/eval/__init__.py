@@ -3,15 +3,19 @@
 * :func:`evaluate` — run a policy on an env and return a :class:`PassKTResult`;
 * :mod:`~agentgym_budget.eval.passkt` — the unbiased estimator and the grid with CIs;
 * :mod:`~agentgym_budget.eval.metrics` — decision quality, error recovery, resilience;
+* :mod:`~agentgym_budget.eval.compare` — paired comparison of two results, aggregation over runs;
+* :mod:`~agentgym_budget.eval.probes` — single-step quality on a fixed set of probe states;
 * :mod:`~agentgym_budget.eval.rollout` — episode records and pluggable executors;
 * :mod:`~agentgym_budget.eval.plots` — heatmaps and curves (matplotlib, imported on use).
 * :mod:`~agentgym_budget.eval.transcripts` — what the agent saw and said, per turn (``--transcripts``);
 * :mod:`~agentgym_budget.eval.report` — one self-contained HTML page of a run (``agentgym-budget report``).
 """
 
+from agentgym_budget.eval.compare import aggregate_results, compare_results
 from agentgym_budget.eval.evaluate import evaluate, resolve_mode
 from agentgym_budget.eval.metrics import behaviour_metrics
 from agentgym_budget.eval.passkt import PassKTGrid, pass_at_k, passkt_grid
+from agentgym_budget.eval.probes import build_probes, run_probes
 from agentgym_budget.eval.results import PassKTResult, difference
 from agentgym_budget.eval.rollout import (
     EpisodeJob,
@@ -32,11 +36,15 @@ __all__ = [
     "ProcessPoolExecutor",
     "RolloutSpec",
     "SerialExecutor",
+    "aggregate_results",
     "behaviour_metrics",
+    "build_probes",
+    "compare_results",
     "difference",
     "evaluate",
     "make_executor",
     "pass_at_k",
     "passkt_grid",
     "resolve_mode",
+    "run_probes",
 ]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,9 +56,9 @@ from agentgym_budget.eval.transcripts import wants_transcripts
 from agentgym_budget.policies.base import POLICIES, Policy, make_policy
 from agentgym_budget.wrappers.budget_spec import MAX_BUDGET
 
-__all__ = ["MAX_BOOTSTRAP_VALUES", "MAX_EPISODES", "EvaluationPlan", "Mode", "build_jobs", "check_scoring", "evaluate",
-           "plan_evaluation", "policy_settings", "resolve_mode", "run_evaluation", "shows_budget", "token_usage",
-           "versions"]
+__all__ = ["MAX_BOOTSTRAP_VALUES", "MAX_EPISODES", "EvaluationPlan", "Mode", "RepeatedGamesWarning", "build_jobs",
+           "check_scoring", "evaluate", "plan_evaluation", "policy_settings", "resolve_mode", "run_evaluation",
+           "shows_budget", "token_usage", "versions"]
 
 Mode = Literal["auto", "shortcut", "per_t"]
 _MODES = ("auto", "shortcut", "per_t")
@@ -363,7 +364,8 @@ def run_evaluation(
     records = [saved[job] if job in saved else new[job] for job in plan.jobs]
 
     start = time.perf_counter()
-    metrics = behaviour_metrics(records, plan.ts, early_turns, plan_edges)
+    metrics = behaviour_metrics(records, plan.ts, early_turns, plan_edges, n_tasks=plan.tasks, bootstrap=bootstrap,
+                                ci_level=ci_level, seed=plan.seed)
     metrics_seconds = time.perf_counter() - start
     successes = success_counts(records, plan.ts, plan.tasks)
     grid = passkt_grid(successes, plan.attempts, plan.ks, plan.ts, bootstrap=bootstrap, ci_level=ci_level,
@@ -459,12 +461,44 @@ def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], suc
     if metrics["plan_lengths_known"]:
         for record in records:
             plan_lengths[record.task] = record.plan_length
+    games = task_games(records, plan.tasks)
+    repeated = repeated_games(games)
+    if repeated:
+        warnings.warn(repeated_games_message(repeated, len(games)), RepeatedGamesWarning, stacklevel=3)
     return PassKTResult(
         env_id=plan.env_id, policy=plan.policy_name, mode=plan.mode, show_budget=plan.show_budget, ks=plan.ks,
         ts=plan.ts, attempts=plan.attempts, seed=plan.seed, successes=successes,
         task_seeds=[task_seed(plan.seed, task) for task in range(plan.tasks)], plan_lengths=plan_lengths, grid=grid,
-        metrics=metrics, config=config, timing=timing, usage=usage,
+        metrics=metrics, config=config, timing=timing, usage=usage, task_games=games,
     )
+
+
+class RepeatedGamesWarning(UserWarning):
+    """Several task seeds of an evaluation drew the same game."""
+
+
+def task_games(records: Sequence[EpisodeRecord], tasks: int) -> list[str]:
+    """The game each task's reset drew (``""`` where the env does not say)."""
+    games = [""] * tasks
+    for record in records:
+        games[record.task] = games[record.task] or record.game
+    return games
+
+
+def repeated_games(games: Sequence[str]) -> dict[str, list[int]]:
+    """Games drawn by more than one task: ``{game: [tasks]}`` (unknown games ignored)."""
+    tasks: dict[str, list[int]] = {}
+    for task, game in enumerate(games):
+        if game:
+            tasks.setdefault(game, []).append(task)
+    return {game: ts for game, ts in tasks.items() if len(ts) > 1}
+
+
+def repeated_games_message(repeated: dict[str, list[int]], n_tasks: int) -> str:
+    distinct = n_tasks - sum(len(ts) - 1 for ts in repeated.values())
+    examples = "; ".join(f"{game!r}: tasks {ts}" for game, ts in list(repeated.items())[:3])
+    return (f"{n_tasks} task seeds drew {distinct} distinct games ({examples}{'; ...' if len(repeated) > 3 else ''}); "
+            "statistics weight each game by the seeds that drew it (see docs/evaluation.md, 'Tasks and games')")
 
 
 def _jsonable(kwargs: dict[str, Any]) -> dict[str, Any]:

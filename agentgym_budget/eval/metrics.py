@@ -1,52 +1,29 @@
 """Agent-behaviour metrics computed from the evaluation's own episode records (no extra runs).
 
-Notation for one episode: turns ``t = 1..n``; ``a_t`` the action of turn ``t``, chosen in the
-state ``s_{t-1}`` (``s_0`` = the reset state); ``d_t`` the expert's remaining plan length
-after turn ``t`` (``d_0`` = the task's *plan length*, ``len(info["expert_plan"])`` at reset).
-Envs that only report the expert's next action as its plan (a plan never longer than one
-action, see :func:`only_one_step_plans`) give no plan lengths: detours are then not
-detected and every task is in the ``"unknown"`` plan-length bucket.
+Every metric is defined once, in ``docs/evaluation.md`` ("Agent-behaviour metrics"); this
+module implements those definitions.  In short: ``a_t`` is the action of turn ``t``, ``d_t``
+the expert's remaining plan length after it (``d_0`` the task's *plan length*; -1 unknown),
+``effect_t`` the env's ``info["action_effect"]``.  A turn is an **error** of one kind
+(:data:`ERROR_KINDS`, first that applies): ``invalid``, ``no_effect``, ``loss`` (it lost the
+game), ``detour`` (``d_t > d_{t-1}``, or ``effect_t == "regress"`` without plan lengths) or
+``stall`` (``d_t == d_{t-1}``: a valid action that did not shorten the plan); a turn whose
+action is the expert's is never an error.  A turn is **on plan** when its action is the
+expert's, it shortens the plan, or it wins; recovering from an error at ``t`` takes ``t' - t``
+turns to the next on-plan turn ``t'``.
 
-**Decision quality** — the fraction of turns, over all turns where the env knows the expert's
-action in ``s_{t-1}``, at which ``a_t`` is that action (or one of ``info["expert_actions"]``).
-Reported overall, for *early* turns (``t <= early_turns``) and for *late* turns
-(``t > early_turns``), with the number of turns behind each figure.
-
-**Error** — turn ``t`` is an error if any of:
-(a) *invalid*: ``a_t`` is not in ``s_{t-1}``'s admissible commands;
-(b) *no effect*: the env answered ``"Nothing happens."``;
-(c) *detour*: ``d_t > d_{t-1}`` (both known) — the action moved the goal further away.
-
-**Error recovery** —
-``success_after_error``: among episodes with at least one error, the fraction won (within
-their budget); ``success_without_error`` is the same for error-free episodes.
-``mean_turns_to_recover``: for an error at turn ``t``, the agent is back on plan at the first
-later turn ``t' > t`` whose action matches the expert's; the recovery time is ``t' - t``
-(1 = the very next action is the expert's).  The mean is over recovered errors;
-``recovered_fraction`` is the share of errors followed by such a turn within the episode.
-
-**Long-horizon resilience** —
-``by_plan_length``: tasks are bucketed by plan length ``d_0`` (bucket edges ``plan_edges``;
-``"unknown"`` without an expert plan) and, for each budget ``T``, the success rate is the
-fraction of the bucket's episodes won within ``T`` turns.
-``success_turn_fraction``: over won episodes, the histogram of ``won_turn / budget`` in
-quarters (0-25 %, 25-50 %, 50-75 %, 75-100 % of the budget spent when the task was won), and
-``mean_turns_per_plan_step``, the mean of ``won_turn / d_0`` (1.0 = as short as the expert).
-
-Which records: decision quality, errors and the success-turn histogram use the episodes run
-at the largest budget; the success rate at budget ``T`` uses, for each task and attempt, the
-record with the smallest budget ``>= T`` (in the shortcut mode that is the largest-budget
-rollout, in the per-budget mode the rollout at ``T`` itself).
+Every scalar metric is also a ratio of per-task sums (:func:`task_terms`), which gives its
+bootstrap CI over tasks here and the paired comparison of two results in
+:mod:`agentgym_budget.eval.compare`.
 
 Example:
     >>> from agentgym_budget.eval.rollout import EpisodeRecord
     >>> r = EpisodeRecord(task=0, attempt=0, budget=5, won_turn=3, turns=3, plan_length=2,
     ...                   actions=["a", "x", "b"], expert_match=[1, 0, 1], admissible=[1, 0, 1],
-    ...                   no_effect=[0, 1, 0], plan_left=[1, 1, 0])
+    ...                   no_effect=[0, 0, 0], plan_left=[1, 1, 0], effect=["progress", "invalid", "progress"])
     >>> decision_quality([r], early_turns=1)
     {'overall': 0.6666666666666666, 'early': 1.0, 'late': 0.5, 'turns': 3, 'early_turns': 1, 'late_turns': 2}
-    >>> error_recovery([r])["mean_turns_to_recover"]
-    1.0
+    >>> error_kinds(r), error_recovery([r])["mean_turns_to_recover"]
+    ([(2, 'invalid')], 1.0)
 """
 
 from __future__ import annotations
@@ -59,14 +36,19 @@ from typing import Any
 import numpy as np
 
 from agentgym_budget.eval.rollout import UNKNOWN, EpisodeRecord, records_for_budget
+from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 
 __all__ = [
     "DEFAULT_EARLY_TURNS",
     "DEFAULT_PLAN_EDGES",
     "behaviour_metrics",
     "decision_quality",
+    "ERROR_KINDS",
+    "error_kinds",
     "error_recovery",
     "error_turns",
+    "metric_cis",
+    "task_terms",
     "only_one_step_plans",
     "resilience",
 ]
@@ -99,26 +81,69 @@ def decision_quality(records: Sequence[EpisodeRecord], early_turns: int = DEFAUL
     }
 
 
-def error_turns(record: EpisodeRecord) -> list[int]:
-    """The (1-based) turns of ``record`` that are errors: invalid, no-effect or detour."""
+#: Error kinds, in the order they are tested (a turn has at most one).
+ERROR_KINDS: tuple[str, ...] = ("invalid", "no_effect", "loss", "detour", "stall")
+
+
+def _turn_kinds(record: EpisodeRecord) -> tuple[list[tuple[int, str]], list[int]]:
+    """The error turns of ``record`` with their kind, and its on-plan turns (see the module docstring)."""
     before = [record.plan_length, *record.plan_left[:-1]]
-    return [
-        t
-        for t, (valid, no_effect, prev, plan) in enumerate(
-            zip(record.admissible, record.no_effect, before, record.plan_left), start=1
-        )
-        # plan > prev >= 0: a detour between two known plan lengths (UNKNOWN is -1)
-        if valid == 0 or no_effect == 1 or plan > prev >= 0
-    ]
+    effects = record.effect or [""] * record.turns  # records from before info["action_effect"]
+    errors: list[tuple[int, str]] = []
+    on_plan: list[int] = []
+    for t, (match, valid, no_effect, prev, plan, effect) in enumerate(
+        zip(record.expert_match, record.admissible, record.no_effect, before, record.plan_left, effects), start=1
+    ):
+        known = prev >= 0 and plan >= 0  # UNKNOWN is -1
+        if match == 1 or record.won_turn == t or (known and plan < prev):
+            on_plan.append(t)
+            continue
+        if effect == "invalid" or (not effect and valid == 0):
+            errors.append((t, "invalid"))
+        elif effect == "no_effect" or (not effect and no_effect == 1):
+            errors.append((t, "no_effect"))
+        elif record.lost_turn == t:
+            errors.append((t, "loss"))
+        elif (known and plan > prev) or (not known and effect == "regress"):
+            errors.append((t, "detour"))
+        elif known:  # plan == prev: a valid action that did not bring the goal closer
+            errors.append((t, "stall"))
+    return errors, on_plan
+
+
+def error_kinds(record: EpisodeRecord) -> list[tuple[int, str]]:
+    """``(turn, kind)`` of every error turn of ``record`` (1-based turns, kinds in :data:`ERROR_KINDS`)."""
+    return _turn_kinds(record)[0]
+
+
+def on_plan_turns(record: EpisodeRecord) -> list[int]:
+    """The (1-based) turns of ``record`` that are on a shortest plan (what ends a recovery)."""
+    return _turn_kinds(record)[1]
+
+
+def error_turns(record: EpisodeRecord) -> list[int]:
+    """The (1-based) turns of ``record`` that are errors."""
+    return [t for t, _ in error_kinds(record)]
+
+
+def _recovery_times(errors: Sequence[tuple[int, str]], on_plan: Sequence[int]) -> list[int]:
+    """For each error turn ``t`` with a later on-plan turn ``t'``: ``t' - t``."""
+    times = []
+    for t, _ in errors:
+        index = bisect.bisect_right(on_plan, t)  # first on-plan turn after t
+        if index < len(on_plan):
+            times.append(on_plan[index] - t)
+    return times
 
 
 def error_recovery(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
-    """Success after errors and turns to get back on plan (see the module docstring)."""
+    """Errors by kind, success after errors and turns to get back on plan (see the module docstring)."""
     with_error = without_error = won_with_error = won_without_error = 0
     recover_times: list[int] = []
+    by_kind = dict.fromkeys(ERROR_KINDS, 0)
     n_errors = 0
     for record in records:
-        errors = error_turns(record)
+        errors, on_plan = _turn_kinds(record)
         if not errors:
             without_error += 1
             won_without_error += record.won
@@ -126,17 +151,16 @@ def error_recovery(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
         with_error += 1
         won_with_error += record.won
         n_errors += len(errors)
-        matching = [t for t, m in enumerate(record.expert_match, start=1) if m == 1]
-        for t in errors:
-            index = bisect.bisect_right(matching, t)  # first expert-matching turn after t
-            if index < len(matching):
-                recover_times.append(matching[index] - t)
+        for _, kind in errors:
+            by_kind[kind] += 1
+        recover_times += _recovery_times(errors, on_plan)
     return {
         "episodes_with_error": with_error,
         "success_after_error": _rate(won_with_error, with_error),
         "success_without_error": _rate(won_without_error, without_error),
         "errors": n_errors,
         "errors_per_episode": _rate(n_errors, len(records)),
+        "errors_by_kind": by_kind,
         "recovered_fraction": _rate(len(recover_times), n_errors),
         "mean_turns_to_recover": float(np.mean(recover_times)) if recover_times else None,
     }
@@ -190,19 +214,23 @@ def resilience(
     }
     longest = max((r.budget for r in records), default=0)
     won = [r for r in records if r.budget == longest and r.won]
-    fractions = np.array([r.won_turn / r.budget for r in won], dtype=float)
-    counts = np.histogram(fractions, bins=[0.0, 0.25, 0.5, 0.75, 1.0])[0] if len(won) else np.zeros(4, int)
+    counts = np.bincount([_quarter(r.won_turn, r.budget) for r in won], minlength=4)
     overheads = [r.won_turn / r.plan_length for r in won if r.plan_length > 0]
     return {
         "by_plan_length": by_plan_length,
         "success_turn_fraction": {
-            "bins": ["0-25%", "25-50%", "50-75%", "75-100%"],
+            "bins": list(_QUARTERS),
             "counts": [int(c) for c in counts],
             "fractions": [float(c) / len(won) if won else None for c in counts],
             "budget": longest,
         },
         "mean_turns_per_plan_step": float(np.mean(overheads)) if overheads else None,
     }
+
+
+def _quarter(won_turn: int, budget: int) -> int:
+    """0..3: the quarter ``(q/4, (q+1)/4]`` of the budget that ``won_turn`` falls in (turn 5 of 20 is in the first)."""
+    return min(max((4 * won_turn + budget - 1) // budget - 1, 0), 3)
 
 
 def only_one_step_plans(records: Sequence[EpisodeRecord]) -> bool:
@@ -221,23 +249,99 @@ def without_plans(record: EpisodeRecord) -> EpisodeRecord:
     return dataclasses.replace(record, plan_length=UNKNOWN, plan_left=[UNKNOWN] * record.turns)
 
 
+_QUARTERS = ("0-25%", "25-50%", "50-75%", "75-100%")
+
+
+def task_terms(
+    records: Sequence[EpisodeRecord],
+    ts: Sequence[int],
+    n_tasks: int | None = None,
+    early_turns: int = DEFAULT_EARLY_TURNS,
+    plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Every scalar behaviour metric as per-task ``(numerators, denominators)``, shape ``(n_tasks,)`` each.
+
+    The metric is ``sum(num) / sum(den)`` (the value :func:`behaviour_metrics` reports); the
+    per-task split is what the bootstrap over tasks resamples.  Names: ``decision_quality.{overall,
+    early,late}``, ``errors_per_episode`` and ``errors_per_episode.<kind>``,
+    ``success_after_error``, ``success_without_error``, ``recovered_fraction``,
+    ``mean_turns_to_recover``, ``mean_turns_per_plan_step``, ``success_turn_fraction.<quarter>``,
+    ``success_by_plan_length.<bucket>.T<t>``.
+    """
+    n = n_tasks if n_tasks is not None else max((r.task for r in records), default=-1) + 1
+    terms: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+
+    def add(name: str, task: int, num: float, den: float) -> None:
+        if name not in terms:
+            terms[name] = (np.zeros(n), np.zeros(n))
+        terms[name][0][task] += num
+        terms[name][1][task] += den
+
+    longest = max((r.budget for r in records), default=0)
+    for r in (r for r in records if r.budget == longest):
+        for part, matches in (("early", r.expert_match[:early_turns]), ("late", r.expert_match[early_turns:])):
+            known, hits = len(matches) - matches.count(UNKNOWN), matches.count(1)
+            add(f"decision_quality.{part}", r.task, hits, known)
+            add("decision_quality.overall", r.task, hits, known)
+        errors, on_plan = _turn_kinds(r)
+        add("errors_per_episode", r.task, len(errors), 1)
+        for kind in ERROR_KINDS:
+            add(f"errors_per_episode.{kind}", r.task, sum(k == kind for _, k in errors), 1)
+        add("success_after_error" if errors else "success_without_error", r.task, r.won, 1)
+        add("success_without_error" if errors else "success_after_error", r.task, 0, 0)
+        times = _recovery_times(errors, on_plan)
+        add("recovered_fraction", r.task, len(times), len(errors))
+        add("mean_turns_to_recover", r.task, sum(times), len(times))
+        won = r.won_turn is not None
+        add("mean_turns_per_plan_step", r.task, r.won_turn / r.plan_length if won and r.plan_length > 0 else 0,
+            int(won and r.plan_length > 0))
+        for q, label in enumerate(_QUARTERS):
+            add(f"success_turn_fraction.{label}", r.task, int(won and _quarter(r.won_turn, r.budget) == q), int(won))
+    order = [_bucket_label(e, plan_edges) for e in [*plan_edges, plan_edges[-1] + 1]] + ["unknown"]
+    chosen = {t: records_for_budget(records, t) for t in ts}
+    present = {_bucket_label(r.plan_length, plan_edges) for t in ts for r in chosen[t]}
+    for label in (label for label in order if label in present):  # bucket by bucket, budgets in order
+        for t in ts:
+            for r in chosen[t]:
+                if _bucket_label(r.plan_length, plan_edges) == label:
+                    add(f"success_by_plan_length.{label}.T{t}", r.task, r.won_within(t), 1)
+    return terms
+
+
+def metric_cis(terms: dict[str, tuple[np.ndarray, np.ndarray]], *, resamples: int = 1000, level: float = 0.95,
+               seed: int = 0) -> dict[str, dict[str, float | None]]:
+    """Each metric's value and percentile bootstrap CI over tasks: ``{name: {value, ci_low, ci_high}}``."""
+    out = {}
+    for name, (num, den) in terms.items():
+        low, high = ratio_bootstrap(num, den, resamples=resamples, level=level, seed=seed)
+        out[name] = {"value": ratio(num, den), "ci_low": low, "ci_high": high}
+    return out
+
+
 def behaviour_metrics(
     records: Sequence[EpisodeRecord],
     ts: Sequence[int],
     early_turns: int = DEFAULT_EARLY_TURNS,
     plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+    *,
+    n_tasks: int | None = None,
+    bootstrap: int = 1000,
+    ci_level: float = 0.95,
+    seed: int = 0,
 ) -> dict[str, Any]:
     """All agent-behaviour metrics: ``decision_quality``, ``error_recovery``, ``resilience``.
 
     When the env only ever reports one-step plans (see :func:`only_one_step_plans`), plan
-    lengths are treated as unknown (no detours, plan-length bucket ``"unknown"``) and
-    ``plan_lengths_known`` is ``False``.
+    lengths are treated as unknown (no detours or stalls, plan-length bucket ``"unknown"``)
+    and ``plan_lengths_known`` is ``False``.  ``per_task`` holds every scalar metric's
+    per-task terms (:func:`task_terms`) and ``ci`` its bootstrap CI over tasks.
     """
     plans_known = not only_one_step_plans(records)
     if not plans_known:
         records = [without_plans(r) for r in records]
     longest = max((r.budget for r in records), default=0)
     at_longest = [r for r in records if r.budget == longest]
+    terms = task_terms(records, ts, n_tasks, early_turns, plan_edges)
     return {
         "early_turns": early_turns,
         "budget": longest,
@@ -245,4 +349,6 @@ def behaviour_metrics(
         "decision_quality": decision_quality(at_longest, early_turns),
         "error_recovery": error_recovery(at_longest),
         "resilience": resilience(records, ts, plan_edges),
+        "per_task": {name: {"num": num.tolist(), "den": den.tolist()} for name, (num, den) in terms.items()},
+        "ci": metric_cis(terms, resamples=bootstrap, level=ci_level, seed=seed),
     }

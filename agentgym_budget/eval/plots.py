@@ -11,11 +11,14 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from agentgym_budget.eval.results import PassKTResult, difference
+
+if TYPE_CHECKING:
+    from agentgym_budget.eval.compare import Comparison
 
 __all__ = ["plot_curves", "plot_diff_heatmap", "plot_heatmap", "save_plots"]
 
@@ -72,16 +75,33 @@ def plot_curves(result: PassKTResult, path: str | Path) -> Path:
 
 
 def plot_diff_heatmap(a: PassKTResult, b: PassKTResult, path: str | Path,
-                      labels: tuple[str, str] | None = None) -> Path:
-    """Heatmap of ``b - a`` on the cells both results share (red: b lower, blue: b higher)."""
-    ks, ts, diff = difference(a, b)
+                      labels: tuple[str, str] | None = None, comparison: Comparison | None = None) -> Path:
+    """Heatmap of ``b - a`` on the cells both results share (red: b lower, blue: b higher).
+
+    With a paired ``comparison`` (:func:`~agentgym_budget.eval.compare.compare_results`) the
+    cells whose CI contains 0 are hatched and their value is greyed: not significant.
+    """
+    if comparison is None:
+        ks, ts, diff = difference(a, b)
+        significant = np.ones_like(diff, dtype=bool)
+    else:
+        ks, ts = comparison.ks, comparison.ts
+        diff, significant = comparison.diff_grid()
     name_a, name_b = labels or (a.policy, b.policy)
     bound = max(float(np.abs(diff).max()), 0.05)
     fig = _figure(1.1 * len(ts) + 2.0, 0.6 * len(ks) + 1.8)
     ax = fig.add_subplot()
     image = _heatmap(ax, diff, ks, ts, "RdBu", -bound, bound, "+.2f")
+    from matplotlib.patches import Rectangle
+
+    for i, j in zip(*np.nonzero(~significant)):
+        ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, hatch="///", edgecolor="0.5", linewidth=0))
     fig.colorbar(image, ax=ax, label="difference in Pass@(K,T)")
-    ax.set_title(f"{name_b} minus {name_a}", fontsize=9)
+    title = f"{name_b} minus {name_a}"
+    if comparison is not None:
+        level = next(iter(comparison.passkt.values())).level
+        title += f"\nhatched: {level:.0%} paired bootstrap CI contains 0"
+    ax.set_title(title, fontsize=9)
     fig.savefig(path)
     return Path(path)
 

@@ -6,9 +6,9 @@ The page needs no network (inline CSS, JS and SVG drawn here; nothing fetched) a
 * the Pass@(K,T) heatmap (each cell with its bootstrap CI) and Pass@K-vs-T curves with CI bands;
 * the behaviour metrics (the rows of the terminal's table);
 * every episode in a filterable list (run, task, attempt, budget, won/lost, errors); clicking one
-  opens it turn by turn — observation, raw reply, action — with errors (inadmissible, no effect,
-  detour), actions that are not the expert's, and recoveries (the first expert action after an
-  error) highlighted.  Without ``transcripts.jsonl.gz`` the turns show the actions and flags of
+  opens it turn by turn — observation, raw reply, action — with errors (of each kind the metrics
+  count: invalid, no effect, loss, detour, stall), actions that are not the expert's, and
+  recoveries (the first on-plan turn after an error) highlighted.  Without ``transcripts.jsonl.gz`` the turns show the actions and flags of
   ``episodes.jsonl``; ``#episode=RUN-TASK-ATTEMPT-BUDGET`` in the URL opens that episode;
 * given a second folder, a comparison: the difference heatmap (second minus first) and per-task
   successes at the largest shared budget, wins and losses.
@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_budget.eval.episode_log import EPISODES_FILE, read_episodes
-from agentgym_budget.eval.metrics import error_turns, without_plans
+from agentgym_budget.eval.metrics import ERROR_KINDS, error_kinds, error_turns, on_plan_turns, without_plans
 from agentgym_budget.eval.results import PassKTResult, difference
 from agentgym_budget.eval.rollout import EpisodeRecord
 from agentgym_budget.eval.transcripts import read_transcripts
@@ -49,8 +49,8 @@ from agentgym_budget.eval.transcripts import read_transcripts
 __all__ = ["REPORT_FILE", "RunData", "build_report", "episode_summary", "load_run", "turn_tags", "write_report"]
 
 REPORT_FILE = "report.html"
-#: Tags of the turns that are errors in the metrics' sense (see ``eval.metrics.error_turns``).
-ERROR_TAGS = ("invalid", "no-effect", "detour")
+#: Tags of the turns that are errors in the metrics' sense (``eval.metrics.ERROR_KINDS``, ``_`` as ``-``).
+ERROR_TAGS = tuple(kind.replace("_", "-") for kind in ERROR_KINDS)
 _VIRIDIS = ["#440154", "#3b528b", "#21918c", "#5ec962", "#fde725"]
 _DIVERGING = ["#b2182b", "#ef8a62", "#f7f7f7", "#67a9cf", "#2166ac"]
 _LINES = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -81,32 +81,25 @@ def load_run(folder: str | Path) -> RunData:
 
 
 def turn_tags(record: EpisodeRecord) -> list[list[str]]:
-    """Per turn, what to highlight: ``invalid``, ``no-effect``, ``detour`` (the errors),
-    ``off-expert`` (not the expert's action), ``recovery`` (the first expert action after an error).
+    """Per turn, what to highlight: the error kind the metrics give it (:data:`ERROR_TAGS`),
+    ``off-expert`` (not the expert's action), ``recovery`` (the first on-plan turn after an error).
 
     Example:
         >>> r = EpisodeRecord(0, 0, 4, None, 3, 2, ["a", "b", "c"], [1, 0, 1], [1, 0, 1], [0, 1, 0], [1, 1, 0])
         >>> turn_tags(r)
-        [[], ['invalid', 'no-effect', 'off-expert'], ['recovery']]
+        [[], ['invalid', 'off-expert'], ['recovery']]
     """
-    errors = set(error_turns(record))
-    before = [record.plan_length, *record.plan_left[:-1]]
+    kinds = dict(error_kinds(record))
+    on_plan = set(on_plan_turns(record))
     tags: list[list[str]] = []
     after_error = False
     for turn in range(1, record.turns + 1):
-        i = turn - 1
-        row = []
-        if record.admissible[i] == 0:
-            row.append("invalid")
-        if record.no_effect[i] == 1:
-            row.append("no-effect")
-        if record.plan_left[i] > before[i] >= 0:
-            row.append("detour")
-        if record.expert_match[i] == 0:
+        row = [kinds[turn].replace("_", "-")] if turn in kinds else []
+        if record.expert_match[turn - 1] == 0:
             row.append("off-expert")
-        if turn in errors:
+        if turn in kinds:
             after_error = True
-        elif after_error and record.expert_match[i] == 1:
+        elif after_error and turn in on_plan:
             row.append("recovery")
             after_error = False
         tags.append(row)
@@ -344,15 +337,16 @@ def _browse(episodes: list[dict[str, Any]], labels: tuple[str, ...], attempts: i
 <span id="ep-count" class="muted"></span></div>
 <div class="browse">
 <div class="list scroll"><table id="episodes"><thead><tr>{"<th>run</th>" if compare else ""}<th>task</th><th>att.</th>
-<th>T</th><th>outcome</th><th>turns</th><th title="invalid, no-effect or detour turns">errors</th>
+<th>T</th><th>outcome</th><th>turns</th><th title="invalid, no-effect, loss, detour or stall turns">errors</th>
 <th title="turns whose action is not the expert's">off-expert</th></tr></thead><tbody></tbody></table>
 <button id="more" hidden>show all</button></div>
 <div id="transcript" class="transcript"><p class="muted">Click an episode to read it turn by turn.</p></div>
 </div>
-<p class="legend"><span class="tag err">invalid</span> not an admissible command · <span class="tag err">no-effect</span>
-the env answered “Nothing happens.” · <span class="tag err">detour</span> the expert's plan got longer ·
-<span class="tag warn">off-expert</span> not the expert's action · <span class="tag ok">recovery</span> first expert
-action after an error (errors as in the metrics)</p>
+<p class="legend"><span class="tag err">invalid</span> not a valid command · <span class="tag err">no-effect</span>
+valid but changed nothing · <span class="tag err">loss</span> lost the task · <span class="tag err">detour</span> the
+expert's plan got longer · <span class="tag err">stall</span> the plan got no shorter ·
+<span class="tag warn">off-expert</span> not the expert's action · <span class="tag ok">recovery</span> first on-plan
+turn after an error (errors as the metrics count them)</p>
 </section>'''
 
 
@@ -473,7 +467,7 @@ _JS = r"""
   const $ = (s) => document.querySelector(s);
   const ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"};
   const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ENTITIES[c]);
-  const ERRORS = new Set(["invalid", "no-effect", "detour"]);
+  const ERRORS = new Set(["invalid", "no-effect", "loss", "detour", "stall"]);
   const byId = new Map();
   let total = 0;
   data.runs.forEach((run) => run.episodes.forEach((e) => { byId.set(e.id, e); total += 1; }));

@@ -58,6 +58,8 @@ class PassKTResult:
     config: dict[str, Any] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
     usage: dict[str, Any] = field(default_factory=dict)
+    #: The game each task's seed drew (``""``: the env does not say), to detect repeated games.
+    task_games: list[str] = field(default_factory=list)
 
     @property
     def n_tasks(self) -> int:
@@ -94,6 +96,7 @@ class PassKTResult:
             "successes": self.successes.tolist(),
             "task_seeds": list(self.task_seeds),
             "plan_lengths": list(self.plan_lengths),
+            "task_games": list(self.task_games),
             "metrics": self.metrics,
             "config": self.config,
             "timing": self.timing,
@@ -117,6 +120,7 @@ class PassKTResult:
             task_seeds=list(data["task_seeds"]), plan_lengths=list(data["plan_lengths"]), grid=grid,
             metrics=data.get("metrics", {}), config=data.get("config", {}), timing=data.get("timing", {}),
             usage=data.get("usage", {}),
+            task_games=list(data.get("task_games", [])),
         )
 
     def save_json(self, path: str | Path) -> Path:
@@ -182,16 +186,34 @@ class PassKTResult:
             return "n/a" if value is None else f"{value:.{digits}f}"
 
         m = self.metrics
+        cis = m.get("ci", {})
+
+        def ci(name: str) -> str:
+            return _ci_text(cis.get(name) or {})
+
         dq, er, res = m.get("decision_quality", {}), m.get("error_recovery", {}), m.get("resilience", {})
         early = m.get("early_turns")
         rows = [
             (f"expert agreement: all / t<={early} / later",
-             f"{fmt(dq.get('overall'))} / {fmt(dq.get('early'))} / {fmt(dq.get('late'))}"),
-            ("errors per episode", fmt(er.get("errors_per_episode"), 2)),
-            ("success with / without an error",
-             f"{fmt(er.get('success_after_error'))} / {fmt(er.get('success_without_error'))}"),
-            ("turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2)),
+             f"{fmt(dq.get('overall'))}{ci('decision_quality.overall')} / {fmt(dq.get('early'))} / "
+             f"{fmt(dq.get('late'))}"),
+            ("errors per episode", fmt(er.get("errors_per_episode"), 2) + ci("errors_per_episode")),
         ]
+        kinds = er.get("errors_by_kind")
+        if kinds:
+            rows.append(("  by kind (" + " / ".join(kinds) + ")", " / ".join(str(n) for n in kinds.values())))
+        rows += [
+            ("success with / without an error",
+             f"{fmt(er.get('success_after_error'))}{ci('success_after_error')} / "
+             f"{fmt(er.get('success_without_error'))}{ci('success_without_error')}"),
+            ("turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2) + ci("mean_turns_to_recover")),
+        ]
+        probes = m.get("probes", {}).get("summary")
+        if probes:
+            rows += [(f"probe states ({probes['agreement']['probes']}): expert agreement",
+                      fmt(probes["agreement"]["value"]) + _ci_text(probes["agreement"])),
+                     ("probe states: expert success-to-go",
+                      fmt(probes["success_to_go"]["value"]) + _ci_text(probes["success_to_go"]))]
         if m.get("plan_lengths_known", True):
             rows.append(("turns per expert plan step (wins)", fmt(res.get("mean_turns_per_plan_step"), 2)))
         else:
@@ -206,12 +228,21 @@ class PassKTResult:
         """A ``rich.table.Table`` summarising the behaviour metrics."""
         from rich.table import Table
 
-        table = Table(title=f"Agent behaviour (episodes at T={self.metrics.get('budget')})", show_header=False)
+        from rich.markup import escape
+
+        caption = f"[...] = {self.grid.ci_level:.0%} bootstrap CI over tasks" if self.metrics.get("ci") else None
+        table = Table(title=f"Agent behaviour (episodes at T={self.metrics.get('budget')})", show_header=False,
+                      caption=caption)
         table.add_column("metric", style="bold")
         table.add_column("value", justify="right")
         for label, value in self.metrics_rows():
-            table.add_row(label, value)
+            table.add_row(escape(label), escape(value))  # "[0.12, 0.34]" is text, not rich markup
         return table
+
+
+def _ci_text(row: dict[str, Any]) -> str:
+    """`` [low, high]`` of a metric's CI row (plain text: the terminal table and the HTML report show it)."""
+    return "" if row.get("ci_low") is None else f" [{row['ci_low']:.2f}, {row['ci_high']:.2f}]"
 
 
 def difference(a: PassKTResult, b: PassKTResult) -> tuple[tuple[int, ...], tuple[int, ...], np.ndarray]:

@@ -41,7 +41,6 @@ import numpy as np
 
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
-from agentgym_budget.text import INVALID_ACTION_FEEDBACK
 
 __all__ = [
     "EpisodeJob",
@@ -52,10 +51,13 @@ __all__ = [
     "RolloutSpec",
     "SerialExecutor",
     "attempt_seed",
+    "expert_match_of",
+    "game_of",
     "make_executor",
+    "plan_length_of",
     "records_for_budget",
     "task_seed",
-    "transcript_turn",
+    "turn_facts",
 ]
 
 UNKNOWN = -1  # marks a per-turn fact the env does not provide (no expert, no plan)
@@ -91,14 +93,20 @@ class EpisodeRecord:
       actions, ``info["expert_actions"]``), 0 if not, -1 if the env gives no expert action;
     * ``admissible``: 1 if the action was in ``info["admissible_commands"]``, 0 if not, -1 if
       the list was empty;
-    * ``no_effect``: 1 if the env answered ``"Nothing happens."``;
-    * ``plan_left``: ``len(info["expert_plan"])`` after the turn, -1 if unknown.
+    * ``no_effect``: 1 if the env's ``info["action_effect"]`` was ``"no_effect"``;
+    * ``plan_left``: the expert's remaining plan length after the turn
+      (``info["expert_plan_length"]``, else ``len(info["expert_plan"])``), -1 if unknown;
+    * ``effect``: the env's ``info["action_effect"]`` (``""`` if the env does not report it).
 
-    ``plan_length`` is ``len(info["expert_plan"])`` at reset (-1 if unknown); ``won_turn`` the
-    turn at which the task was won (``None``: not won within ``budget``).  ``prompt_tokens``
-    and ``completion_tokens`` add up what an LLM policy's backend reported over the episode
+    ``plan_length`` is the remaining plan length at reset (-1 if unknown); ``won_turn`` the
+    turn at which the task was won (``None``: not won within ``budget``), ``lost_turn`` the
+    turn at which it was lost; ``game`` names the game the reset seed drew (``info["game"]``,
+    else ``info["task_id"]``), to tell seeds that draw the same game.  ``prompt_tokens`` and
+    ``completion_tokens`` add up what an LLM policy's backend reported over the episode
     (``None``: not reported).  ``seconds`` (wall time; with episodes in flight together it
-    includes waiting for the others) is informational and excluded from equality.
+    includes waiting for the others) is informational and excluded from equality.  Records
+    written before ``effect``, ``lost_turn``, ``game`` and the token counts existed load with
+    their defaults.
 
     ``transcript`` (``None`` unless transcripts were asked for) is what the agent saw and said,
     one :func:`transcript_turn` dict per turn, and ``final_observation`` what the env showed
@@ -124,6 +132,9 @@ class EpisodeRecord:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     seconds: float = field(default=0.0, compare=False)
+    effect: list[str] = field(default_factory=list)
+    lost_turn: int | None = None
+    game: str = ""
     transcript: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
     final_observation: str | None = field(default=None, compare=False, repr=False)
 
@@ -185,12 +196,53 @@ class RolloutSpec:
         return as_batch_policy(self.policy)
 
 
-def _plan_len(info: dict[str, Any]) -> int:
+def plan_length_of(info: dict[str, Any]) -> int:
+    """The expert's remaining plan length in ``info`` (-1 if unknown).
+
+    ``info["expert_plan_length"]`` when the env reports it (``None``: unknown); else, for envs
+    that predate it, ``len(info["expert_plan"])``.
+    """
+    if "expert_plan_length" in info:
+        length = info["expert_plan_length"]
+        return UNKNOWN if length is None else int(length)
     plan = info.get("expert_plan")
     return len(plan) if isinstance(plan, (list, tuple)) else UNKNOWN
 
 
-def _expert_match(action: str, info: dict[str, Any]) -> int:
+def game_of(info: dict[str, Any]) -> str:
+    """The game a reset drew, from its info: ``info["game"]``, else ``info["task_id"]`` (``""``: unknown)."""
+    game = info.get("game", info.get("task_id"))
+    return "" if game is None else str(game)
+
+
+#: The per-turn lists of an :class:`EpisodeRecord` that :func:`turn_facts` fills.
+TURN_FACTS = ("expert_match", "admissible", "no_effect", "plan_left", "effect")
+
+
+def turn_facts(action: str, info_before: dict[str, Any], info_after: dict[str, Any]) -> dict[str, Any]:
+    """What one turn contributes to an :class:`EpisodeRecord`: ``action`` was taken in the
+    state ``info_before`` describes and led to ``info_after`` (the env's facts, no text read).
+
+    Example:
+        >>> before = {"admissible_commands": ["take key", "open red door"], "expert_action": "take key"}
+        >>> after = {"action_effect": "no_effect", "expert_plan_length": 2}
+        >>> turn_facts("open red door", before, after)
+        {'expert_match': 0, 'admissible': 1, 'no_effect': 1, 'plan_left': 2, 'effect': 'no_effect', 'lost': False}
+    """
+    commands = info_before.get("admissible_commands") or ()
+    effect = str(info_after.get("action_effect", ""))
+    return {
+        "expert_match": expert_match_of(action, info_before),
+        "admissible": int(action in commands) if commands else UNKNOWN,
+        "no_effect": int(effect == "no_effect"),
+        "plan_left": plan_length_of(info_after),
+        "effect": effect,
+        "lost": bool(info_after.get("lost")) and not info_before.get("lost"),
+    }
+
+
+def expert_match_of(action: str, info: dict[str, Any]) -> int:
+    """1 if ``action`` is the expert's in the state ``info`` describes, 0 if not, -1 if the env has no expert."""
     choices = info.get("expert_actions")
     if isinstance(choices, (list, tuple)) and choices:
         return int(action in choices)
@@ -198,11 +250,6 @@ def _expert_match(action: str, info: dict[str, Any]) -> int:
     if isinstance(expert, str) and expert:
         return int(action == expert)
     return UNKNOWN
-
-
-def _is_no_effect(obs: str) -> bool:
-    # With show_budget the budget line is appended/prepended: look at every paragraph.
-    return obs.strip() == INVALID_ACTION_FEEDBACK or INVALID_ACTION_FEEDBACK in (p.strip() for p in obs.split("\n\n"))
 
 
 def transcript_turn(turn: int, observation: str, reply: PolicyReply, info: dict[str, Any], next_obs: str,
@@ -239,12 +286,10 @@ class _EpisodeInFlight:
         self.start = time.perf_counter()
         self.state = policy.start(attempt_seed(seed, job.task, job.attempt))
         self.obs, self.info = env.reset(seed=task_seed(seed, job.task), options={"budget": job.budget})
-        self.plan_length = _plan_len(self.info)
+        self.plan_length, self.game = plan_length_of(self.info), game_of(self.info)
         self.actions: list[str] = []
-        self.expert_match: list[int] = []
-        self.admissible: list[int] = []
-        self.no_effect: list[int] = []
-        self.plan_left: list[int] = []
+        self.per_turn: dict[str, list[Any]] = {name: [] for name in TURN_FACTS}
+        self.lost_turn: int | None = None
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.won_turn: int | None = None
@@ -254,17 +299,17 @@ class _EpisodeInFlight:
     def step(self, reply: PolicyReply) -> None:
         """Play the policy's reply and note what happened."""
         action, before, info_before = reply.action, self.obs, self.info
-        commands = info_before.get("admissible_commands") or ()
         self.actions.append(action)
-        self.expert_match.append(_expert_match(action, info_before))
-        self.admissible.append(int(action in commands) if commands else UNKNOWN)
         self.prompt_tokens = _add(self.prompt_tokens, reply.prompt_tokens)
         self.completion_tokens = _add(self.completion_tokens, reply.completion_tokens)
         self.obs, reward, terminated, truncated, self.info = self.env.step(action)
-        self.no_effect.append(int(_is_no_effect(self.obs)))
-        self.plan_left.append(_plan_len(self.info))
+        facts = turn_facts(action, info_before, self.info)
+        for name in TURN_FACTS:
+            self.per_turn[name].append(facts[name])
         if self.info.get("won"):
             self.won_turn = len(self.actions)
+        if facts["lost"]:
+            self.lost_turn = len(self.actions)
         self.done = self.won_turn is not None or terminated or truncated or len(self.actions) >= self.job.budget
         if self.transcript is not None:
             self.transcript.append(transcript_turn(len(self.actions), before, reply, info_before, self.obs,
@@ -274,11 +319,10 @@ class _EpisodeInFlight:
         job = self.job
         return EpisodeRecord(
             task=job.task, attempt=job.attempt, budget=job.budget, won_turn=self.won_turn, turns=len(self.actions),
-            plan_length=self.plan_length, actions=self.actions, expert_match=self.expert_match,
-            admissible=self.admissible, no_effect=self.no_effect, plan_left=self.plan_left,
-            prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
-            seconds=time.perf_counter() - self.start, transcript=self.transcript,
-            final_observation=None if self.transcript is None else self.obs,
+            plan_length=self.plan_length, actions=self.actions, **self.per_turn, prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens, seconds=time.perf_counter() - self.start,
+            transcript=self.transcript, final_observation=None if self.transcript is None else self.obs,
+            lost_turn=self.lost_turn, game=self.game,
         )
 
 

@@ -16,9 +16,10 @@ state of a text env).  The built-in signals:
 ``subgoal``         ``Φ = number of distinct subgoals reached``: from ``info["subgoals"]``
                     when the backend reports it, else from a subgoal detector registered for
                     the backend (:func:`register_subgoal_detector`; ``"ALFWorld"`` ships).
-``invalid_penalty`` ``Φ = -number of invalid actions``: an action that was not among the
-                    previous turn's ``admissible_commands`` or that got
-                    ``"Nothing happens."``.
+``invalid_penalty`` ``Φ = -number of invalid actions``: a turn whose
+                    ``info["action_effect"]`` is ``"invalid"`` or ``"no_effect"`` (the
+                    env's own fact; for an env without it, an action not among the
+                    previous turn's ``admissible_commands``).
 callable ``f``      ``f(prev_obs, action, obs, info) -> float`` per turn (e.g. a learned
                     process reward model); ``Φ`` is the running sum of ``f``.
 ================== ====================================================================
@@ -73,7 +74,7 @@ from typing import Any, Literal, Protocol, SupportsFloat, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from agentgym_budget.text import INVALID_ACTION_FEEDBACK, family_name
+from agentgym_budget.text import NO_STATE_CHANGE, family_name
 
 __all__ = [
     "SIGNALS",
@@ -123,10 +124,9 @@ class ExpertProgress:
 
 
 class InvalidActionPenalty:
-    """``Φ = -count`` of actions that were inadmissible or answered ``"Nothing happens."``."""
+    """``Φ = -count`` of actions that changed nothing: ``info["action_effect"]`` invalid or no_effect."""
 
-    def __init__(self, feedback: str = INVALID_ACTION_FEEDBACK) -> None:
-        self.feedback = feedback
+    def __init__(self) -> None:
         self._admissible: list[str] | None = None
         self._count = 0
 
@@ -136,17 +136,16 @@ class InvalidActionPenalty:
         return 0.0
 
     def step(self, prev_obs: Any, action: Any, obs: Any, info: dict[str, Any]) -> float:
-        if self.is_invalid(action, obs):
+        if self.is_invalid(action, info):
             self._count += 1
         self._admissible = info.get("admissible_commands")
         return -float(self._count)
 
-    def is_invalid(self, action: Any, obs: Any) -> bool:
-        """Inadmissible (when the env lists commands) or no effect (the env's invalid feedback)."""
-        if self._admissible is not None and isinstance(action, str) and action.strip() not in self._admissible:
-            return True
-        # The budget text of TurnBudget(show_budget=True) sits in its own paragraph.
-        return isinstance(obs, str) and self.feedback in (line.strip() for line in obs.splitlines())
+    def is_invalid(self, action: Any, info: dict[str, Any]) -> bool:
+        """The env's ``action_effect`` says nothing changed (else: the action was not admissible)."""
+        if "action_effect" in info:
+            return info["action_effect"] in NO_STATE_CHANGE
+        return self._admissible is not None and isinstance(action, str) and action.strip() not in self._admissible
 
 
 class StepRewardSum:

@@ -13,7 +13,12 @@ env's seed; ``expert_action`` is its next action when admissible, else ``"look"`
 upstream ``AlfredExpert``'s ``extra.expert_plan[0]``; ``"look"`` at reset).  ``expert_plan`` is
 ``[expert_action]`` (upstream's one-step plan) unless ``expert_plan_horizon > 1`` and the
 engine can copy its state (the fast engine can): then it is the expert's rollout from the
-current state, up to that many actions or the winning one.
+current state, up to that many actions or the winning one.  ``expert_plan_length`` is that
+rollout's length when it wins (``None`` otherwise: a one-step or cut plan says nothing about
+the rest).  ``action_effect`` (see :func:`~agentgym_budget.envs.base.action_effect`): a
+command outside the engine's admissible commands is ``invalid``; ``look`` / ``inventory`` /
+``examine`` / ``help`` (PDDL operators without effects) are ``no_effect``; other commands are
+judged by the plan length.
 
 Example:
     >>> import gymnasium as gym
@@ -40,11 +45,14 @@ from typing import Any
 from agentgym_budget.envs.alfworld.engine import AlfredEngine, CloneableAlfredEngine, EngineStep, make_engine
 from agentgym_budget.envs.alfworld.expert import ExpertFailed, HandCodedExpert
 from agentgym_budget.envs.alfworld.game import AlfredGame, load_games
-from agentgym_budget.envs.base import TextEnv
+from agentgym_budget.envs.base import TextEnv, action_effect
 
 __all__ = ["ALFWorldEnv"]
 
 _NO_EXPERT_ACTION = "look"  # what upstream AlfredExpert reports when its expert has nothing admissible
+#: alfred.pddl's operators without effects (they only set Fast Downward's unobservable
+#: ``checked`` facts): an admissible command with one of these verbs leaves the state as it was.
+_OBSERVE_ONLY_VERBS = frozenset({"look", "inventory", "examine", "help"})
 
 
 class ALFWorldEnv(TextEnv):
@@ -104,12 +112,19 @@ class ALFWorldEnv(TextEnv):
     def _step_game(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         if self.game is None:
             raise RuntimeError("ALFWorldEnv.step() called before reset()")
+        before = self._last_info
         step = self.engine.step(action)
         reward = 1.0 if step.won and not self._won else 0.0
         self._won = step.won
         self._expert_action = self._advance_expert(self._expert, action, step)
         self._plan, self._plan_wins = self._next_plan(action, step.won)
-        return step.observation, reward, step.won, self._info(step)
+        info = self._info(step)
+        # Both engines apply exactly the admissible commands (after strip()), anything else changes nothing.
+        command = action.strip()
+        info["action_effect"] = action_effect(
+            valid=command in before["admissible_commands"], changed=command.split(" ", 1)[0] not in _OBSERVE_ONLY_VERBS,
+            won=reward > 0, plan_before=before["expert_plan_length"], plan_after=info["expert_plan_length"])
+        return step.observation, reward, step.won, info
 
     def close(self) -> None:
         self.engine.close()
@@ -172,4 +187,6 @@ class ALFWorldEnv(TextEnv):
             "game": self.game.id,
             "expert_action": self._expert_action,
             "expert_plan": list(self._plan),
+            # The whole remaining plan is known only when the rollout reached the win (or it is won).
+            "expert_plan_length": 0 if step.won else len(self._plan) if self._plan_wins else None,
         }

@@ -16,11 +16,17 @@ Semantics (where they differ from ``scienceworld.ScienceWorldEnv``):
   ``info["expert_plan"]`` is the rest of it and ``info["expert_action"]`` its next action
   while the agent has followed it exactly; after any other action the gold path no longer
   applies (ScienceWorld time passes and objects change), so both become ``None`` / ``[]``
-  for the rest of the episode.  Generating it makes a reset slower (0.5-2 s); gold paths are
+  for the rest of the episode (an action the simulator did not carry out, see below, keeps
+  the agent on the gold path).  Generating it makes a reset slower (0.5-2 s); gold paths are
   cached per (task, variation, simplifications);
 * the first observation is the task description followed by ``look around``'s answer;
 * lone surrogates (``"\\ud800"``, which UTF-8 cannot encode and py4j would fail to send) are
   replaced by U+FFFD before an action reaches the simulator; any string is a legal turn.
+* ``info["action_effect"]``: the simulator's move counter (``info["moves"]``) advances only
+  for an action it carried out on the world, so an action that did not advance it is
+  ``invalid`` unless it is in the valid-action list (``look``, ``inventory``: ``no_effect``);
+  otherwise the effect follows won / lost, the gold path's length
+  (``info["expert_plan_length"]``, known while the agent follows it) and the score.
 
 Determinism: the seed fixes the (task, variation), ScienceWorld rebuilds that world
 identically, and unambiguous commands have the same outcomes.  Two things inside the
@@ -55,7 +61,7 @@ import sys
 from typing import Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.envs.base import TextEnv
+from agentgym_budget.envs.base import TextEnv, action_effect
 
 __all__ = ["SPLITS", "ScienceWorldEnv", "split_variations"]
 
@@ -198,14 +204,25 @@ class ScienceWorldEnv(TextEnv):
         return f"{sim_info['taskDesc'].strip()}\n\n{observation.strip()}", self._info(sim_info)
 
     def _step_game(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
+        before, gold_before = self._last_info, (self._gold, self._on_gold_path)
         if self._on_gold_path:
             self._on_gold_path = bool(self._gold) and action.strip() == self._gold[0]
             self._gold = self._gold[1:] if self._on_gold_path else []
         observation, _, done, sim_info = self._sim.step(_LONE_SURROGATE.sub("\ufffd", action))
         score = sim_info["score"]
         reward, self._score = (score - self._score) / 100.0, score
+        # The simulator advances its move counter only for actions it carried out on the world;
+        # observing ones (look, inventory) are in its valid list but leave moves as they were.
+        acted = sim_info["moves"] != before["moves"]
+        if not acted and not self._on_gold_path:  # off the path, but nothing happened in the world: still on it
+            self._gold, self._on_gold_path = gold_before
         # With the simulator's step limit disabled, done means completed or failed (score < 0).
-        return observation.strip(), reward, bool(done), self._info(sim_info, done=bool(done))
+        info = self._info(sim_info, done=bool(done))
+        info["action_effect"] = action_effect(
+            valid=acted or action.strip() in before["admissible_commands"], changed=acted, won=info["won"],
+            lost=info["lost"], plan_before=before["expert_plan_length"], plan_after=info["expert_plan_length"],
+            score_delta=reward)
+        return observation.strip(), reward, bool(done), info
 
     def _info(self, sim_info: dict[str, Any], done: bool = False) -> dict[str, Any]:
         lost = sim_info["score"] < 0
@@ -221,6 +238,9 @@ class ScienceWorldEnv(TextEnv):
             "score": sim_info["score"],
             "expert_action": plan[0] if plan else None,
             "expert_plan": list(plan),
+            # The gold path's rest is the whole plan only while the agent follows it.
+            "expert_plan_length": 0 if done and not lost else len(plan) if self._on_gold_path and not done else None,
+            "moves": sim_info["moves"],
         }
 
     def close(self) -> None:

@@ -19,7 +19,12 @@ for admissible commands, won / lost, the objective, the score and ``policy_comma
 * ``terminated`` is ``won or lost``; step limits are left to ``TimeLimit`` / ``TurnBudget``;
 * ``info["expert_plan"]`` is TextWorld's ``policy_commands``, re-planned from the current
   state every step (so it stays valid after the agent deviates); ``info["expert_action"]``
-  is its first command, ``None`` once the game is over;
+  is its first command, ``None`` once the game is over; ``info["expert_plan_length"]`` its
+  length (0 once won, ``None`` once lost);
+* ``info["action_effect"]`` comes from the engine: ``invalid`` when Inform 7 carried nothing
+  out (its move counter did not advance: unknown verb, "You can't go that way", a refused
+  command), ``no_effect`` when the game's logical facts did not change (``look``, ``examine``),
+  else by win/loss, plan length and score;
 * one action is one command: several commands in one string and Inform 7's out-of-world
   verbs (``restart``, ``quit``, ``superbrief``...) are refused in-game without reaching the
   engine (see :mod:`agentgym_budget.envs.textworld.commands`); any other string is played;
@@ -52,7 +57,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_budget._optional import require
-from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv
+from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_effect
 from agentgym_budget.envs.textworld.challenges import CHALLENGES
 from agentgym_budget.envs.textworld.commands import refusal, to_engine
 from agentgym_budget.envs.textworld.games import BUNDLED_SEEDS, ensure_game, game_seed
@@ -64,6 +69,7 @@ _GAME_SUFFIXES = (".z8", ".ulx")
 _JERICHO_NOISE = "Unable to find valid actions in an unsupported game"
 _INFO_FIELDS = (
     "admissible_commands", "won", "lost", "policy_commands", "intermediate_reward", "objective", "score", "max_score",
+    "moves",  # Inform 7's turn counter, for info["action_effect"]
 )  # fmt: skip
 
 
@@ -83,6 +89,14 @@ def _silence_jericho_warning() -> None:
     than ``catch_warnings`` around each step, which costs more than the rest of our step.
     """
     warnings.filterwarnings("ignore", message=_JERICHO_NOISE, module="jericho")
+
+
+def _facts(state: Any) -> frozenset[Any] | None:
+    """The game's logical state: the propositions TextWorld keeps in ``state["_facts"]`` (it
+    computes them for ``policy_commands`` anyway; requesting ``facts`` would also render each
+    one as text, +30-55 % per step).  ``None`` if this TextWorld version does not keep them."""
+    facts = state.get("_facts")
+    return None if facts is None else frozenset(facts)
 
 
 def strip_banner(text: str) -> str:
@@ -150,19 +164,33 @@ class _TextWorldGames(TextEnv):
 
     def _step_game(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         if self._over:
-            return INVALID_ACTION_FEEDBACK, 0.0, True, self._info()
+            return INVALID_ACTION_FEEDBACK, 0.0, True, self._info(effect="invalid")
         refused = refusal(action)
         if refused is not None:
-            return refused, 0.0, False, self._info()
+            return refused, 0.0, False, self._info(effect="invalid")
+        before, plan_before = self._state, self._plan_length()
         self._state, score, _ = self._engine.step(to_engine(action))
         reward, self._score = score - self._score, score
         self._over = bool(self._state["won"] or self._state["lost"])
-        return (self._state.feedback or "").strip(), float(reward), self._over, self._info()
+        # Inform 7 counts a move only for a command it carried out; the facts are the game state.
+        effect = action_effect(
+            valid=self._state["moves"] != before["moves"] or self._over,
+            changed=_facts(self._state) != _facts(before) or _facts(before) is None,  # unknown: assume it changed
+            won=bool(self._state["won"]), lost=bool(self._state["lost"]), plan_before=plan_before,
+            plan_after=self._plan_length(), score_delta=reward)
+        return (self._state.feedback or "").strip(), float(reward), self._over, self._info(effect=effect)
 
-    def _info(self) -> dict[str, Any]:
+    def _plan_length(self) -> int | None:
+        """The length of TextWorld's plan from the current state (re-planned each step): 0 once won."""
+        if self._state["won"]:
+            return 0
+        plan = self._state["policy_commands"]
+        return None if self._over or plan is None else len(plan)
+
+    def _info(self, effect: str | None = None) -> dict[str, Any]:
         state = self._state
         plan = [] if self._over else list(state["policy_commands"] or [])
-        return {
+        info = {
             "admissible_commands": list(state["admissible_commands"] or []),
             "won": bool(state["won"]),
             "lost": bool(state["lost"]),
@@ -170,10 +198,14 @@ class _TextWorldGames(TextEnv):
             "task_id": self._task_id(self._game_index),
             "expert_action": plan[0] if plan else None,
             "expert_plan": plan,
+            "expert_plan_length": self._plan_length(),
             "score": state["score"],
             "max_score": state["max_score"],
             "intermediate_reward": state["intermediate_reward"],
         }
+        if effect is not None:
+            info["action_effect"] = effect
+        return info
 
     # -- engine lifecycle ---------------------------------------------------------------
     def _load(self, game: Path) -> Any:

@@ -39,7 +39,7 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv
+from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_effect
 
 __all__ = ["COLOURS", "TASK_IDS", "KeyDoorEnv"]
 
@@ -84,6 +84,8 @@ class KeyDoorEnv(TextEnv):
     def _step_game(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         command = " ".join(action.lower().split())
         won = lost = False
+        had_key, plan_before = self._has_key, len(self._plan())
+        valid = not self._done and (command == "take key" or command in (f"open {door} door" for door in self._doors))
         if self._done:
             observation = INVALID_ACTION_FEEDBACK
         elif command == "take key":
@@ -100,16 +102,27 @@ class KeyDoorEnv(TextEnv):
         else:
             observation = INVALID_ACTION_FEEDBACK
         self._done = self._done or won or lost
-        return observation, float(won), won or lost, self._info(won=won, lost=lost)
+        info = self._info(won=won, lost=lost)
+        # The state is (key held, game over): a locked door or a second "take key" changes nothing.
+        info["action_effect"] = action_effect(valid=valid, changed=won or lost or self._has_key != had_key,
+                                              won=won, lost=lost, plan_before=plan_before,
+                                              plan_after=info["expert_plan_length"])
+        return observation, float(won), won or lost, info
+
+    def _plan(self) -> list[str]:
+        return ([] if self._has_key else ["take key"]) + [f"open {self._goal} door"]
 
     def _info(self, won: bool = False, lost: bool = False) -> dict[str, Any]:
-        plan = ([] if self._has_key else ["take key"]) + [f"open {self._goal} door"]
+        plan = self._plan()
         return {
             "admissible_commands": ["take key"] + [f"open {door} door" for door in self._doors],
             "won": won,
             "lost": lost,
             "task": f"open the {self._goal} door",
             "task_id": f"{self._goal}-{self._distractor}",
+            "game": f"{self._goal}-{self._distractor}:{self._doors[0]},{self._doors[1]}",  # the set-up, door order too
             "expert_action": plan[0],
             "expert_plan": plan,
+            # None once the game is over without a win (no plan can win it any more)
+            "expert_plan_length": 0 if won else None if self._done else len(plan),
         }

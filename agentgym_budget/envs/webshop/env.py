@@ -30,7 +30,11 @@ clickables as ``click[...]`` and, on the search page only (where the search bar 
 so any ``search[...]`` is accepted, listed or not.
 
 An action the page cannot take (unknown button, malformed text, empty search) changes
-nothing: the observation is ``"Nothing happens."`` followed by the current page.
+nothing: the observation is ``"Nothing happens."`` followed by the current page, and
+``info["action_effect"]`` is ``"invalid"``.  A valid action that leaves the session as it was
+(the same search again, an option already chosen) is ``"no_effect"``; otherwise the effect
+follows the purchase (won / lost) and the oracle's remaining plan length
+(``info["expert_plan_length"]``).
 
 Example:
     >>> import gymnasium as gym
@@ -47,6 +51,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import re
@@ -54,7 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agentgym_budget._optional import require
-from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, to_charset
+from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_effect, to_charset
 from agentgym_budget.envs.webshop.catalog import Catalog, Goal
 from agentgym_budget.envs.webshop.pages import (
     BACK_TO_SEARCH, BUY_NOW, NEXT_PAGE, PREV_PAGE, PRODUCTS_PER_PAGE, SEARCH_BUTTON, SUB_PAGES,
@@ -237,7 +242,8 @@ class WebShopEnv(TextEnv):
     def _step_game(self, action: str) -> tuple[str, float, bool, dict[str, Any]]:
         session = self._session
         if session.page == "done":
-            return INVALID_ACTION_FEEDBACK, 0.0, True, self._info(action_valid=False)
+            return INVALID_ACTION_FEEDBACK, 0.0, True, self._with_effect(self._info(action_valid=False), None, None)
+        before, plan_before = dataclasses.astuple(session), self._plan_length()
         name, argument = self._parse(action)
         valid = True
         if name == "search" and argument:
@@ -246,11 +252,27 @@ class WebShopEnv(TextEnv):
             self._click(self._clickables[argument])
         else:
             valid = False
+        session = self._session  # "Back to Search" starts a new session
         if session.page == "done":
             reward = float(session.reward or 0.0)
-            return self._page_text, reward, True, self._info(action_valid=True)
+            return self._page_text, reward, True, self._with_effect(self._info(action_valid=True), before, plan_before)
         observation = self._page_text if valid else f"{INVALID_ACTION_FEEDBACK}\n{self._page_text}"
-        return observation, 0.0, False, self._info(action_valid=valid)
+        return observation, 0.0, False, self._with_effect(self._info(action_valid=valid), before, plan_before)
+
+    def _with_effect(self, info: dict[str, Any], before: tuple[Any, ...] | None, plan_before: int | None
+                     ) -> dict[str, Any]:
+        """``info`` with ``action_effect``: the session (page, search, item, options) is the state."""
+        info["action_effect"] = action_effect(
+            valid=info["action_valid"], changed=dataclasses.astuple(self._session) != before, won=info["won"],
+            lost=info["lost"], plan_before=plan_before, plan_after=info["expert_plan_length"])
+        return info
+
+    def _plan_length(self) -> int | None:
+        """The oracle's remaining plan length: 0 once won, ``None`` without an oracle or after a lost purchase."""
+        session = self._session
+        if session.page == "done":
+            return 0 if session.reward == 1.0 else None
+        return None if self._expert_query is None else len(self._expert_plan())
 
     @staticmethod
     def _parse(action: str) -> tuple[str, str | None]:
@@ -351,6 +373,7 @@ class WebShopEnv(TextEnv):
             "action_valid": action_valid,
             "expert_action": plan[0] if plan else None,
             "expert_plan": plan,
+            "expert_plan_length": self._plan_length(),
         }
         if done:
             info["reward_info"] = self._reward_info

@@ -1,0 +1,207 @@
+"""Comparing results: paired differences of two results, and aggregation over several runs.
+
+* :func:`compare_results` — ``B - A`` for every Pass@(K,T) cell and every behaviour metric,
+  with paired bootstrap CIs over tasks (:func:`~agentgym_budget.eval.stats.paired_bootstrap`).
+  It refuses (:class:`IncomparableResults`) two results that do not share their env, task
+  seeds (and the games they drew), attempts and budgets: only then is task ``i`` the same
+  task in both, which is what a paired comparison needs.  Probe metrics are paired by probe
+  when both results ran the same probe set.
+* :func:`aggregate_results` — several runs of one recipe (e.g. training seeds, each
+  evaluated): per cell and metric the mean over runs, the standard deviation between runs,
+  min / max and a Student-t CI of the mean.
+
+Example:
+    >>> import agentgym_budget
+    >>> from agentgym_budget.eval import evaluate
+    >>> a = evaluate("KeyDoor-Budget-v0", "noisy-expert", ks=(1,), ts=(2, 4), tasks=8, attempts=2, bootstrap=0)
+    >>> comparison = compare_results(a, a)
+    >>> comparison.passkt[(1, 4)].as_tuple()
+    (0.0, 0.0, 0.0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agentgym_budget.eval.results import PassKTResult
+from agentgym_budget.eval.stats import PairedDifference, paired_bootstrap, ratio, t_interval
+
+__all__ = ["Aggregate", "Comparison", "IncomparableResults", "aggregate_results", "check_comparable",
+           "compare_results", "scalar_metrics"]
+
+
+class IncomparableResults(ValueError):
+    """Two results that a paired comparison cannot pair (different env, tasks, attempts or budgets)."""
+
+
+def check_comparable(a: PassKTResult, b: PassKTResult) -> None:
+    """Raise :class:`IncomparableResults` naming every difference that breaks the pairing of tasks."""
+    problems = []
+    if a.env_id != b.env_id:
+        problems.append(f"env {a.env_id!r} vs {b.env_id!r}")
+    if a.task_seeds != b.task_seeds:
+        first = next((i for i, (x, y) in enumerate(zip(a.task_seeds, b.task_seeds)) if x != y), None)
+        where = f"first differing task {first}" if first is not None else "a prefix of the other"
+        problems.append(f"task seeds ({len(a.task_seeds)} vs {len(b.task_seeds)} tasks, {where}: use the same "
+                        "--seed and --tasks)")
+    elif a.task_games and b.task_games and a.task_games != b.task_games:
+        first = next(i for i, (x, y) in enumerate(zip(a.task_games, b.task_games)) if x != y)
+        problems.append(f"games: the same seeds drew different games (task {first}: {a.task_games[first]!r} vs "
+                        f"{b.task_games[first]!r}; different env arguments such as split=?)")
+    if a.attempts != b.attempts:
+        problems.append(f"attempts {a.attempts} vs {b.attempts}")
+    if a.ts != b.ts:
+        problems.append(f"budgets T {list(a.ts)} vs {list(b.ts)}")
+    if problems:
+        raise IncomparableResults("cannot compare these results pairwise: they differ in " + "; ".join(problems))
+
+
+def scalar_metrics(result: PassKTResult) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The per-task ``(num, den)`` of every behaviour metric stored in ``result`` (empty for old files)."""
+    per_task = result.metrics.get("per_task", {})
+    return {name: (np.asarray(t["num"], dtype=float), np.asarray(t["den"], dtype=float)) for name, t in per_task.items()}
+
+
+@dataclass
+class Comparison:
+    """``B - A``: Pass@(K,T) cells by ``(k, t)``, behaviour metrics and probe metrics by name."""
+
+    labels: tuple[str, str]
+    ks: tuple[int, ...]
+    ts: tuple[int, ...]
+    passkt: dict[tuple[int, int], PairedDifference]
+    metrics: dict[str, PairedDifference]
+    probes: dict[str, PairedDifference] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def diff_grid(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(diff, significant)`` arrays of shape ``(len(ks), len(ts))``."""
+        diff = np.array([[self.passkt[(k, t)].diff for t in self.ts] for k in self.ks], dtype=float)
+        significant = np.array([[self.passkt[(k, t)].significant for t in self.ts] for k in self.ks])
+        return diff, significant
+
+    def to_dict(self) -> dict[str, Any]:
+        def row(d: PairedDifference) -> dict[str, Any]:
+            return {"a": d.a, "b": d.b, "diff": d.diff, "ci_low": d.ci_low, "ci_high": d.ci_high,
+                    "significant": d.significant}
+
+        return {
+            "labels": list(self.labels), "ci_level": next(iter(self.passkt.values())).level,
+            "passkt": [{"k": k, "t": t, **row(d)} for (k, t), d in self.passkt.items()],
+            "metrics": {name: row(d) for name, d in self.metrics.items()},
+            "probes": {name: row(d) for name, d in self.probes.items()},
+            "notes": self.notes,
+        }
+
+
+def compare_results(a: PassKTResult, b: PassKTResult, *, resamples: int = 1000, level: float = 0.95, seed: int = 0,
+                    labels: tuple[str, str] | None = None) -> Comparison:
+    """Paired differences ``b - a`` with bootstrap CIs over tasks (see the module docstring)."""
+    check_comparable(a, b)
+    ks = tuple(k for k in a.ks if k in b.ks)
+    if not ks:
+        raise IncomparableResults(f"the results share no K: {list(a.ks)} vs {list(b.ks)}")
+    ones = np.ones(a.n_tasks)
+    options = {"resamples": resamples, "level": level, "seed": seed}
+    passkt = {
+        (k, t): paired_bootstrap(a.grid.per_task[a.ks.index(k), j], ones, b.grid.per_task[b.ks.index(k), j], ones,
+                                 **options)
+        for k in ks for j, t in enumerate(a.ts)
+    }
+    notes = []
+    terms_a, terms_b = scalar_metrics(a), scalar_metrics(b)
+    if not terms_a or not terms_b:
+        notes.append("behaviour metrics not compared: a result file predates per-task metric terms; re-run eval")
+    if a.metrics.get("plan_lengths_known") != b.metrics.get("plan_lengths_known"):
+        notes.append("plan lengths are known in one result only: plan-length metrics are not comparable")
+    metrics = {}
+    for name in [*terms_a, *(name for name in terms_b if name not in terms_a)]:  # the order task_terms gives
+        zeros = (np.zeros(a.n_tasks), np.zeros(a.n_tasks))
+        (num_a, den_a), (num_b, den_b) = terms_a.get(name, zeros), terms_b.get(name, zeros)
+        metrics[name] = paired_bootstrap(num_a, den_a, num_b, den_b, **options)
+    return Comparison(labels or (a.policy, b.policy), ks, a.ts, passkt, metrics, _compare_probes(a, b, options, notes),
+                      notes)
+
+
+def _compare_probes(a: PassKTResult, b: PassKTResult, options: dict[str, Any], notes: list[str]
+                    ) -> dict[str, PairedDifference]:
+    pa, pb = a.metrics.get("probes"), b.metrics.get("probes")
+    if not pa or not pb:
+        return {}
+    if pa["set_id"] != pb["set_id"]:
+        notes.append(f"probe metrics not compared: different probe sets ({pa['set_id']} vs {pb['set_id']})")
+        return {}
+    out = {}
+    for name in ("agreement", "success_to_go"):
+        (num_a, den_a), (num_b, den_b) = _probe_terms(pa[name]), _probe_terms(pb[name])
+        out[f"probes.{name}"] = paired_bootstrap(num_a, den_a, num_b, den_b, **options)
+    return out
+
+
+def _probe_terms(values: Sequence[int | None]) -> tuple[np.ndarray, np.ndarray]:
+    """Per-probe 0/1 outcomes (``None``: undefined at that probe) as ``(num, den)``."""
+    return (np.array([v or 0 for v in values], dtype=float), np.array([v is not None for v in values], dtype=float))
+
+
+# -- aggregation over runs -------------------------------------------------------------------
+@dataclass
+class Aggregate:
+    """Several runs of one recipe: per Pass@(K,T) cell and per metric, statistics over runs."""
+
+    env_id: str
+    policies: list[str]
+    ks: tuple[int, ...]
+    ts: tuple[int, ...]
+    runs: int
+    level: float
+    passkt: dict[tuple[int, int], dict[str, Any]]
+    metrics: dict[str, dict[str, Any]]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"env_id": self.env_id, "policies": self.policies, "ks": list(self.ks), "ts": list(self.ts),
+                "runs": self.runs, "ci_level": self.level,
+                "passkt": [{"k": k, "t": t, **cell} for (k, t), cell in self.passkt.items()], "metrics": self.metrics}
+
+
+def _over_runs(values: Sequence[float | None], level: float) -> dict[str, Any]:
+    known = np.array([v for v in values if v is not None], dtype=float)
+    low, high = t_interval(known, level)
+    return {
+        "values": list(values),
+        "mean": float(known.mean()) if len(known) else None,
+        "std": float(known.std(ddof=1)) if len(known) > 1 else None,
+        "min": float(known.min()) if len(known) else None,
+        "max": float(known.max()) if len(known) else None,
+        "ci_low": low,
+        "ci_high": high,
+    }
+
+
+def aggregate_results(results: Sequence[PassKTResult], level: float = 0.95) -> Aggregate:
+    """Mean, spread (std between runs, min, max) and Student-t CI of the mean for every cell and metric.
+
+    The runs must share the env, K, T and attempts (their tasks may differ: each run's value
+    is its own estimate, and the spread between runs is what the CI measures).
+    """
+    if not results:
+        raise ValueError("aggregate needs at least one result")
+    first = results[0]
+    for other in results[1:]:
+        differing = [name for name in ("env_id", "ks", "ts", "attempts") if getattr(other, name) != getattr(first, name)]
+        if differing:
+            raise IncomparableResults("cannot aggregate runs that differ in " + ", ".join(
+                f"{name} ({getattr(first, name)!r} vs {getattr(other, name)!r})" for name in differing))
+    passkt = {(k, t): _over_runs([r.value(k, t) for r in results], level) for k in first.ks for t in first.ts}
+    names = sorted(set().union(*(scalar_metrics(r) for r in results)))
+    metrics = {}
+    for name in names:
+        values = []
+        for r in results:
+            terms = scalar_metrics(r).get(name)
+            values.append(None if terms is None else ratio(*terms))
+        metrics[name] = _over_runs(values, level)
+    return Aggregate(first.env_id, [r.policy for r in results], first.ks, first.ts, len(results), level, passkt, metrics)

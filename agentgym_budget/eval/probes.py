@@ -1,0 +1,188 @@
+"""Probe states: single-step decision quality of any policy on one fixed, seeded set of states.
+
+A policy's own episodes show how it decides where *it* wandered; two policies are then judged
+on different states.  A **probe set** fixes the states: for task ``i`` (reset seed
+``task_seed(seed, i)``, the evaluation's tasks) one state along the expert's trajectory and
+one along a reference noisy policy's (``noisy-expert`` with ``p=reference_p``), each at a
+turn drawn with a seeded generator, stored as a replayable action prefix (:class:`Probe`).
+Any policy is then asked for one action at every probe (:func:`run_probes`):
+
+* **agreement** — the action is the expert's in that state (``info["expert_action"]`` or one
+  of ``info["expert_actions"]``);
+* **success-to-go** — after the policy's action, the expert plays on; 1 if the task is won
+  within ``horizon`` more turns (the policy's action may itself win).
+
+A probe stores a digest of the state's ``info`` (admissible commands, expert action, task):
+a replay that reaches a different state is an error, never a silent mismatch.  The policy is
+reset at the probe state with a seed of its own and sees that observation and info only (not
+the prefix's history).  The set's id (:func:`probe_set_id`) lets ``compare`` pair two results'
+probe outcomes only when the probe sets are identical.
+
+Example:
+    >>> import agentgym_budget
+    >>> probes = build_probes("KeyDoor-Budget-v0", n=4, seed=0)
+    >>> [p.source for p in probes]
+    ['expert', 'noisy', 'expert', 'noisy']
+    >>> run_probes("KeyDoor-Budget-v0", "expert", probes)["summary"]["agreement"]["value"]
+    1.0
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from agentgym_budget.envs.registration import eval_kwargs_of, make_budget_env
+from agentgym_budget.eval.rollout import UNKNOWN, expert_match_of, attempt_seed, task_seed
+from agentgym_budget.eval.stats import ratio, ratio_bootstrap
+from agentgym_budget.policies.baselines import NoisyExpertPolicy
+from agentgym_budget.policies.base import Policy, make_policy
+
+__all__ = ["Probe", "ProbeReplayError", "build_probes", "probe_set_id", "run_probes"]
+
+_PROBE_STREAM = 0x9B0BE  # keeps the probe seeds apart from the evaluation's attempt seeds
+
+
+class ProbeReplayError(RuntimeError):
+    """Replaying a probe's prefix did not reach the stored state (the env is not deterministic)."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One probe state: reset with ``reset_seed``, then play ``prefix``."""
+
+    task: int
+    reset_seed: int
+    prefix: tuple[str, ...]
+    source: str  # "expert" or "noisy": whose trajectory the state lies on
+    digest: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "prefix": list(self.prefix)}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Probe:
+        return cls(**{**data, "prefix": tuple(data["prefix"])})
+
+
+def _digest(info: dict[str, Any]) -> str:
+    state = [sorted(info.get("admissible_commands") or []), info.get("expert_action"), info.get("task")]
+    return hashlib.sha1(json.dumps(state, default=str).encode()).hexdigest()[:12]
+
+
+def probe_set_id(probes: Sequence[Probe]) -> str:
+    """A short id of the probe set (its states and prefixes)."""
+    payload = json.dumps([p.to_dict() for p in probes], sort_keys=True)
+    return hashlib.sha1(payload.encode()).hexdigest()[:12]
+
+
+def _make_env(env_id: str, env_kwargs: dict[str, Any] | None, budget: int) -> gym.Env:
+    return make_budget_env(env_id, budget, **{**eval_kwargs_of(env_id), **(env_kwargs or {})})
+
+
+def _trajectory(env: gym.Env, reset_seed: int, policy: Policy, max_turns: int) -> list[tuple[tuple[str, ...], str]]:
+    """``(prefix, digest)`` of every state of one episode where the expert's action is known."""
+    obs, info = env.reset(seed=reset_seed)
+    states, prefix = [], []
+    for _ in range(max_turns):
+        if not isinstance(info.get("expert_action"), str) or not info["expert_action"]:
+            break
+        states.append((tuple(prefix), _digest(info)))
+        action = policy.act(obs, info)
+        prefix.append(action)
+        obs, _, terminated, truncated, info = env.step(action)
+        if terminated or truncated:
+            break
+    return states
+
+
+def build_probes(env_id: str, n: int, seed: int = 0, env_kwargs: dict[str, Any] | None = None, *,
+                 max_turns: int = 30, reference_p: float = 0.5) -> list[Probe]:
+    """``n`` probes: probe ``2i`` on the expert's trajectory of task ``i``, ``2i + 1`` on the reference policy's."""
+    if n < 1:
+        raise ValueError(f"the number of probes must be >= 1, got {n}")
+    env = _make_env(env_id, env_kwargs, max_turns + 1)
+    expert, noisy = make_policy("expert"), NoisyExpertPolicy(p=reference_p)
+    probes: list[Probe] = []
+    try:
+        task = 0
+        while len(probes) < n:
+            reset_seed = task_seed(seed, task)
+            noisy.reset(seed=attempt_seed(seed, task, _PROBE_STREAM))
+            rng = np.random.default_rng([seed, task, _PROBE_STREAM])
+            for source, policy in (("expert", expert), ("noisy", noisy)):
+                states = _trajectory(env, reset_seed, policy, max_turns)
+                if states and len(probes) < n:
+                    prefix, digest = states[int(rng.integers(len(states)))]
+                    probes.append(Probe(task, reset_seed, prefix, source, digest))
+            task += 1
+            if task > 10 * n + 100:
+                raise ValueError(f"{env_id} gave too few states with a known expert action to draw {n} probes")
+    finally:
+        env.close()
+    return probes
+
+
+def _success_to_go(env: gym.Env, info: dict[str, Any], done: bool, horizon: int) -> int:
+    for _ in range(horizon):
+        if info.get("won") or done:
+            break
+        expert = info.get("expert_action")
+        if not isinstance(expert, str) or not expert:
+            break
+        _, _, terminated, truncated, info = env.step(expert)
+        done = terminated or truncated
+    return int(bool(info.get("won")))
+
+
+def run_probes(env_id: str, policy: str | Policy, probes: Sequence[Probe], env_kwargs: dict[str, Any] | None = None,
+               policy_kwargs: dict[str, Any] | None = None, *, seed: int = 0, horizon: int = 50,
+               bootstrap: int = 1000, ci_level: float = 0.95) -> dict[str, Any]:
+    """Ask ``policy`` for one action at every probe; per-probe outcomes and their summary with CIs.
+
+    Returns ``{"set_id", "probes", "horizon", "agreement", "success_to_go", "effect", "source",
+    "summary"}``: per-probe lists (``agreement[j]`` is ``None`` where the expert is unknown) and,
+    in ``summary``, each rate over all probes and by source with its bootstrap CI over probes.
+    """
+    policy_obj = make_policy(policy, **(policy_kwargs or {})) if isinstance(policy, str) else policy
+    longest = max((len(p.prefix) for p in probes), default=0)
+    env = _make_env(env_id, env_kwargs, longest + 1 + horizon)
+    agreement: list[int | None] = []
+    success: list[int] = []
+    effects: list[str] = []
+    try:
+        for index, probe in enumerate(probes):
+            obs, info = env.reset(seed=probe.reset_seed)
+            for action in probe.prefix:
+                obs, _, _, _, info = env.step(action)
+            if _digest(info) != probe.digest:
+                raise ProbeReplayError(f"probe {index} (task {probe.task}, {len(probe.prefix)} actions) replays to a "
+                                       f"different state on {env_id}: the env is not deterministic for this replay")
+            policy_obj.reset(seed=attempt_seed(seed, probe.task, _PROBE_STREAM + 1 + index))
+            action = policy_obj.act(obs, info)
+            match = expert_match_of(action, info)
+            agreement.append(None if match == UNKNOWN else match)
+            obs, _, terminated, truncated, after = env.step(action)
+            effects.append(str(after.get("action_effect", "")))
+            success.append(_success_to_go(env, after, terminated or truncated, horizon))
+    finally:
+        env.close()
+    sources = [p.source for p in probes]
+    summary: dict[str, Any] = {}
+    for name, values in (("agreement", agreement), ("success_to_go", success)):
+        for source in ("all", "expert", "noisy"):
+            chosen = [v for v, s in zip(values, sources) if source == "all" or s == source]
+            num = np.array([v or 0 for v in chosen], dtype=float)
+            den = np.array([v is not None for v in chosen], dtype=float)
+            low, high = ratio_bootstrap(num, den, resamples=bootstrap, level=ci_level, seed=seed)
+            key = name if source == "all" else f"{name}.{source}"
+            summary[key] = {"value": ratio(num, den), "ci_low": low, "ci_high": high, "probes": int(den.sum())}
+    return {"set_id": probe_set_id(probes), "probes": [p.to_dict() for p in probes], "horizon": horizon,
+            "agreement": agreement, "success_to_go": success, "effect": effects, "source": sources,
+            "summary": summary}
