@@ -114,7 +114,9 @@ def served(args: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         gguf = export_tiny_gguf(Path(folder) / "tiny.gguf", env_id="ALFWorld-v0")
-        with LlamaServer(gguf, n_parallel=args.served_concurrency) as server:
+        # llama-cpp-python's server generates one request at a time (there is no n_parallel):
+        # concurrency overlaps only the HTTP work and the env steps around generation.
+        with LlamaServer(gguf) as server:
             print(f"served: llama.cpp server at {server.base_url}, model {server.model}")
             figures = {}
             for concurrency in (1, args.served_concurrency):
