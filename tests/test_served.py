@@ -436,3 +436,16 @@ def test_cli_eval_through_the_real_server_with_token_counts_and_resume(llama: Ll
     assert main(_eval_args(down, llama.model, tmp_path / "cached", "--policy-arg", cache)) == 0
     assert actions(tmp_path / "cached") == actions(tmp_path / "full")
     assert json.loads((tmp_path / "cached" / "passkt.json").read_text())["usage"] == usage
+
+
+def test_cli_eval_says_in_one_line_when_the_server_is_down_or_the_model_unknown(
+        llama: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentgym_budget.cli import main
+
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    assert main(_eval_args(down, llama.model, tmp_path / "a")) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("agentgym-budget eval: error: cannot reach") and down in err and "\n" not in err
+    assert main(_eval_args(llama.base_url, "Qwen2.5-7B-Instruct", tmp_path / "b")) == 1
+    err = capsys.readouterr().err.strip()
+    assert "'Qwen2.5-7B-Instruct' is not served" in err and f"'{llama.model}'" in err and "\n" not in err
