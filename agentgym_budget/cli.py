@@ -1,14 +1,17 @@
-"""The ``agentgym-budget`` command line: ``eval``, ``compare`` and ``list``.
+"""The ``agentgym-budget`` command line: ``eval``, ``report``, ``compare`` and ``list``.
 
     agentgym-budget eval                      # = the Quickstart main job:
     agentgym-budget eval --env ALFWorld-Budget-v0 --policy noisy-expert --k 1,2,4,8 \\
         --t 5,10,20,30,50 --tasks 50 --attempts 8 --seed 0 --workers 1 --out results/
+    agentgym-budget report results/                  # -> results/report.html
+    agentgym-budget report results/base results/rl --out compare.html
     agentgym-budget compare results/base/passkt.json results/rl/passkt.json --out diff.png
     agentgym-budget list
 
 ``eval`` prints the Pass@(K,T) table and the behaviour metrics and writes ``passkt.json``,
 ``passkt.csv``, ``task_counts.csv``, ``episodes.jsonl``, ``passkt_heatmap.png`` and
-``passkt_curves.png`` into ``--out``.
+``passkt_curves.png`` into ``--out`` (and ``transcripts.jsonl.gz`` with ``--transcripts``);
+``report`` turns such a folder into one offline HTML page.
 """
 
 from __future__ import annotations
@@ -84,6 +87,15 @@ def _parser() -> argparse.ArgumentParser:
     ev.add_argument("--bootstrap", type=int, default=1000, help="bootstrap resamples per cell (default 1000)")
     ev.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
     ev.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ev.add_argument("--transcripts", action=argparse.BooleanOptionalAction, default=None,
+                    help="keep every turn's observation, raw reply and action in --out/transcripts.jsonl.gz "
+                         "(default: on for LLM policies, off for random/expert/noisy-expert)")
+
+    rpt = sub.add_parser("report", help="one self-contained HTML page of an eval's results (or of two, compared)")
+    rpt.add_argument("results", help="an eval's --out folder")
+    rpt.add_argument("results_b", nargs="?", default=None, help="a second one to compare with the first (b - a)")
+    rpt.add_argument("--out", default=None, help="HTML file to write (default RESULTS/report.html)")
+    rpt.add_argument("--labels", default=None, help="names of the two runs, comma-separated (default: the policies)")
 
     cmp = sub.add_parser("compare", help="difference heatmap of two passkt.json results (b - a)")
     cmp.add_argument("a", help="passkt.json (or its folder) of the baseline")
@@ -119,8 +131,10 @@ def _eval(args: argparse.Namespace) -> int:
         bar = progress.add_task(f"{args.env} x {plan.policy_name} ({plan.mode})", total=len(plan.jobs))
         result = run_evaluation(plan, executor=executor, workers=args.workers, concurrency=args.concurrency, out=out,
                                 resume=args.resume, on_record=lambda _: progress.advance(bar),
-                                bootstrap=args.bootstrap)
+                                bootstrap=args.bootstrap, transcripts=args.transcripts)
     written = [*result.save(out), out / "episodes.jsonl"]
+    if result.config["transcripts"]:
+        written.append(out / "transcripts.jsonl.gz")
     if not args.no_plots:
         from agentgym_budget.eval.plots import save_plots
 
@@ -135,6 +149,22 @@ def _eval(args: argparse.Namespace) -> int:
         console.print(f"tokens: {result.usage['prompt_tokens']:,} prompt, {result.usage['completion_tokens']:,} "
                       f"completion")
     console.print("wrote " + ", ".join(str(p) for p in written))
+    console.print(f"see every episode: agentgym-budget report {out}  (writes {out / 'report.html'})",
+                  highlight=False)
+    return 0
+
+
+def _report(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from agentgym_budget.eval.report import write_report
+
+    labels = tuple(args.labels.split(",", 1)) if args.labels else None
+    if labels is not None and (len(labels) != 2 or args.results_b is None):
+        raise ValueError(f"--labels needs two results folders and two comma-separated names, got {args.labels!r}")
+    path = write_report(args.results, args.out, args.results_b, labels)
+    Console().print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB; opens offline in any browser)",
+                    highlight=False)
     return 0
 
 
@@ -228,7 +258,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from agentgym_budget.eval.episode_log import EvaluationInterrupted
     from agentgym_budget.policies.served import ServedModelError
 
-    command = {"eval": _eval, "compare": _compare, "list": _list, "train": _train}[args.command]
+    command = {"eval": _eval, "report": _report, "compare": _compare, "list": _list, "train": _train}[args.command]
     try:
         return command(args)
     except (MissingBackendError, ValueError, FileNotFoundError) as e:

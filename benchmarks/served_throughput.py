@@ -34,7 +34,8 @@ sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() !=
 
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.served import OpenAIChatBackend
-from tools.llama_server import LlamaServer, export_gguf, tiny_model_and_tokenizer
+from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+from tools.llama_server import LlamaServer, export_gguf
 
 
 def conversations(n: int) -> list[list[dict[str, str]]]:

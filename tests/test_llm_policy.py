@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 
 import agentgym_budget  # noqa: E402,F401  (registers the envs)
 from agentgym_budget.eval import evaluate  # noqa: E402
-from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec, SerialExecutor  # noqa: E402
+from agentgym_budget.eval.rollout import EpisodeJob, ProcessPoolExecutor, RolloutSpec, SerialExecutor  # noqa: E402
 from agentgym_budget.policies import LLMPolicy, make_policy  # noqa: E402
 from agentgym_budget.policies.chat import Sampling  # noqa: E402
 from agentgym_budget.policies.hf import HFChatBackend, encode_conversation  # noqa: E402
@@ -162,6 +162,7 @@ def test_runner_plays_each_episode_with_its_own_env_and_policy_state() -> None:
     sequential = SerialExecutor().run(RolloutSpec("KeyDoor-Budget-v0", "noisy-expert", seed=3, max_budget=6,
                                                   policy_kwargs={"p": 0.5}), jobs)
     assert batched == sequential
+    assert ProcessPoolExecutor(2).run(spec, jobs) == sequential  # processes compose with episodes in flight
     record = batched[0]
-    assert [turn["action"] for turn in record.transcript[:-1]] == record.actions
-    assert "final_observation" in record.transcript[-1] and "transcript" not in record.to_dict()
+    assert [turn["action"] for turn in record.transcript] == record.actions
+    assert record.final_observation and "transcript" not in record.to_dict()

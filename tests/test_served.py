@@ -26,7 +26,8 @@ from agentgym_budget.policies.served import (
 
 pytest.importorskip("openai", reason="the 'openai' extra is not installed (pip install -e '.[openai]')")
 
-from tools.llama_server import LlamaServer, export_tiny_gguf, free_port, tiny_model_and_tokenizer  # noqa: E402
+from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer  # noqa: E402
+from tools.llama_server import LlamaServer, export_tiny_gguf, free_port  # noqa: E402
 
 USER = [{"role": "system", "content": "You are in a house."}, {"role": "user", "content": "Task: find the key."}]
 

@@ -41,19 +41,11 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_budget._optional import require
+from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
 
 __all__ = [
-    "LlamaServer", "LlamaServerError", "export_gguf", "export_tiny_gguf", "free_port", "tiny_model_and_tokenizer",
+    "LlamaServer", "LlamaServerError", "export_gguf", "export_tiny_gguf", "free_port",
 ]
-
-
-def tiny_model_and_tokenizer(env_id: str, seed: int = 0) -> tuple[Any, Any]:
-    """The project's tiny offline ``(model, tokenizer)``, wherever the package keeps it."""
-    try:
-        from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer as make
-    except ImportError:
-        from agentgym_budget.train.tiny_model import tiny_model_and_tokenizer as make
-    return make(env_id, seed=seed)
 
 
 def _rope_theta(config: Any) -> float:

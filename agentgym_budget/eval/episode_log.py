@@ -5,7 +5,9 @@ An evaluation with an output folder writes two files there:
 * ``episodes.run.json`` — what identifies the run's episodes (env id and kwargs, policy,
   base seed, rollout mode, budgets run), written before the first episode;
 * ``episodes.jsonl`` — one :class:`~agentgym_budget.eval.rollout.EpisodeRecord` per line,
-  appended and flushed as each (task, attempt, budget) finishes, in finishing order.
+  appended and flushed as each (task, attempt, budget) finishes, in finishing order;
+* with transcripts on, ``transcripts.jsonl.gz`` — what the agent saw and said, per episode
+  (see :mod:`~agentgym_budget.eval.transcripts`), each written just before its record.
 
 Resuming (``evaluate(..., resume=True)``, ``agentgym-budget eval ... --resume``) reads both,
 refuses a log written by a different run (a clear error naming the differing settings, never
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from agentgym_budget.eval.rollout import EpisodeRecord
+from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, TranscriptWriter, transcript_line
 
 __all__ = [
     "EPISODES_FILE",
@@ -85,26 +88,38 @@ def run_identity(env_id: str, env_kwargs: dict[str, Any], policy: str, seed: int
 class EpisodeLog:
     """Appends records to ``episodes.jsonl`` in ``folder``, one flushed line per finished episode."""
 
-    def __init__(self, folder: Path, stream: IO[str]) -> None:
+    def __init__(self, folder: Path, stream: IO[str], transcripts: TranscriptWriter | None = None) -> None:
         self.folder = folder
         self.path = folder / EPISODES_FILE
         self._stream = stream
+        self._transcripts = transcripts
         self.written = 0
 
     @classmethod
-    def open(cls, folder: str | Path, run: dict[str, Any], resume: bool) -> tuple[EpisodeLog, list[EpisodeRecord]]:
-        """Start a log in ``folder`` (replacing any old one), or resume it: ``(log, records already saved)``."""
+    def open(cls, folder: str | Path, run: dict[str, Any], resume: bool, transcripts: bool = False
+             ) -> tuple[EpisodeLog, list[EpisodeRecord]]:
+        """Start a log in ``folder`` (replacing any old one), or resume it: ``(log, records already saved)``.
+
+        ``transcripts``: also append the records' transcripts to ``transcripts.jsonl.gz``.
+        """
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
         path, run_path = folder / EPISODES_FILE, folder / RUN_FILE
         if resume and (path.exists() or run_path.exists()):
             _check_run(run_path, run)
             records = read_episodes(folder, repair=True)
-            return cls(folder, path.open("a")), records
+            writer = TranscriptWriter(folder, resume=True) if transcripts else None
+            return cls(folder, path.open("a"), writer), records
         run_path.write_text(json.dumps(run, indent=1) + "\n")
-        return cls(folder, path.open("w")), []
+        (folder / TRANSCRIPTS_FILE).unlink(missing_ok=True)  # an old run's: they would not match these episodes
+        writer = TranscriptWriter(folder, resume=False) if transcripts else None
+        return cls(folder, path.open("w"), writer), []
 
     def write(self, record: EpisodeRecord) -> None:
+        # The transcript first: a stop between the two writes runs the episode again on resume
+        # (its transcript is then read once, the later copy) rather than keeping it without one.
+        if self._transcripts is not None and record.transcript is not None:
+            self._transcripts.write(transcript_line(record))
         # One write of a whole line, then flush: a stop between two episodes leaves complete lines.
         self._stream.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
         self._stream.flush()
@@ -112,6 +127,8 @@ class EpisodeLog:
 
     def close(self) -> None:
         self._stream.close()
+        if self._transcripts is not None:
+            self._transcripts.close()
 
 
 def _check_run(run_path: Path, run: dict[str, Any]) -> None:

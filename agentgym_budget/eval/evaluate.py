@@ -50,6 +50,7 @@ from agentgym_budget.eval.rollout import (
     records_for_budget,
     task_seed,
 )
+from agentgym_budget.eval.transcripts import wants_transcripts
 from agentgym_budget.policies.base import Policy, make_policy
 
 __all__ = ["EvaluationPlan", "Mode", "build_jobs", "evaluate", "plan_evaluation", "resolve_mode", "run_evaluation",
@@ -193,6 +194,7 @@ def evaluate(
     ci_level: float = 0.95,
     early_turns: int = DEFAULT_EARLY_TURNS,
     plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+    transcripts: bool | None = None,
 ) -> PassKTResult:
     """Run ``attempts`` attempts at each of ``tasks`` tasks and estimate Pass@(K,T) for ``ks`` x ``ts``.
 
@@ -222,11 +224,13 @@ def evaluate(
         on_record: called with each :class:`EpisodeRecord` as it finishes (e.g. a progress bar).
         bootstrap, ci_level: bootstrap resamples over tasks and the CI level per cell.
         early_turns, plan_edges: parameters of the behaviour metrics (see ``eval.metrics``).
+        transcripts: keep what the agent saw and said each turn (``EpisodeRecord.transcript``,
+            and ``transcripts.jsonl.gz`` in ``out``); ``None``: only for LLM policies (``llm = True``).
     """
     plan = plan_evaluation(env_id, policy, ks, ts, tasks, attempts, seed, env_kwargs, policy_kwargs, mode)
     return run_evaluation(plan, executor=executor, workers=workers, concurrency=concurrency, out=out, resume=resume,
                           on_record=on_record, bootstrap=bootstrap, ci_level=ci_level, early_turns=early_turns,
-                          plan_edges=plan_edges)
+                          plan_edges=plan_edges, transcripts=transcripts)
 
 
 def run_evaluation(
@@ -242,6 +246,7 @@ def run_evaluation(
     ci_level: float = 0.95,
     early_turns: int = DEFAULT_EARLY_TURNS,
     plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+    transcripts: bool | None = None,
 ) -> PassKTResult:
     """Run a :func:`plan_evaluation`'s episodes (those not already in ``out`` on ``resume``) and score them.
 
@@ -252,9 +257,10 @@ def run_evaluation(
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     executor = executor if executor is not None else make_executor(workers)
-    log, saved = _open_log(plan, out, resume)
+    transcripts = wants_transcripts(plan.policy_obj, transcripts)
+    log, saved = _open_log(plan, out, resume, transcripts)
     start = time.perf_counter()
-    new = _run_missing(plan, _rollout_spec(plan, executor, concurrency), executor, log, saved, on_record)
+    new = _run_missing(plan, _rollout_spec(plan, executor, concurrency, transcripts), executor, log, saved, on_record)
     rollout_seconds = time.perf_counter() - start
     records = [saved[job] if job in saved else new[job] for job in plan.jobs]
 
@@ -266,7 +272,8 @@ def run_evaluation(
                        seed=plan.seed)
     config = {"env_kwargs": _jsonable(plan.env_kwargs), "policy_kwargs": _jsonable(plan.policy_kwargs),
               "workers": workers, "concurrency": concurrency, "executor": type(executor).__name__,
-              "bootstrap": bootstrap, "requested_mode": plan.requested_mode}
+              "bootstrap": bootstrap, "requested_mode": plan.requested_mode, "transcripts": transcripts,
+              "versions": versions()}
     timing = {"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
               "steps": sum(r.turns for r in records), "resumed_episodes": len(saved),
               "episodes_per_second": len(new) / rollout_seconds if rollout_seconds else 0.0}
@@ -283,24 +290,35 @@ def token_usage(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
     return usage
 
 
-def _rollout_spec(plan: EvaluationPlan, executor: Executor, concurrency: int) -> RolloutSpec:
+def versions() -> dict[str, str]:
+    """The versions of agentgym-budget, gymnasium and Python that ran an evaluation (kept in its result)."""
+    import platform
+
+    import agentgym_budget
+
+    return {"agentgym-budget": agentgym_budget.__version__, "gymnasium": gym.__version__,
+            "python": platform.python_version()}
+
+
+def _rollout_spec(plan: EvaluationPlan, executor: Executor, concurrency: int = 1,
+                  transcripts: bool = False) -> RolloutSpec:
     # A serial run reuses the policy built by the plan; other executors rebuild a named policy per worker.
     reuse = isinstance(executor, SerialExecutor) or not isinstance(plan.policy, str)
     return RolloutSpec(
         env_id=plan.env_id, policy=plan.policy_obj if reuse else plan.policy, seed=plan.seed,
         max_budget=max(plan.ts), env_kwargs=plan.env_kwargs, policy_kwargs={} if reuse else plan.policy_kwargs,
-        concurrency=concurrency,
+        concurrency=concurrency, transcripts=transcripts,
     )
 
 
-def _open_log(plan: EvaluationPlan, out: str | Path | None, resume: bool
+def _open_log(plan: EvaluationPlan, out: str | Path | None, resume: bool, transcripts: bool = False
               ) -> tuple[EpisodeLog | None, dict[EpisodeJob, EpisodeRecord]]:
     """The episode log in ``out`` (``None``: no file) and the planned episodes it already holds."""
     if out is None:
         return None, {}
     run = run_identity(plan.env_id, plan.env_kwargs, plan.policy_name, plan.seed, plan.mode,
                        [job.budget for job in plan.jobs])
-    log, previous = EpisodeLog.open(out, run, resume)
+    log, previous = EpisodeLog.open(out, run, resume, transcripts)
     wanted = set(plan.jobs)
     return log, {job: r for r in previous if (job := EpisodeJob(r.task, r.attempt, r.budget)) in wanted}
 

@@ -55,6 +55,7 @@ __all__ = [
     "make_executor",
     "records_for_budget",
     "task_seed",
+    "transcript_turn",
 ]
 
 UNKNOWN = -1  # marks a per-turn fact the env does not provide (no expert, no plan)
@@ -97,9 +98,13 @@ class EpisodeRecord:
     turn at which the task was won (``None``: not won within ``budget``).  ``prompt_tokens``
     and ``completion_tokens`` add up what an LLM policy's backend reported over the episode
     (``None``: not reported).  ``seconds`` (wall time; with episodes in flight together it
-    includes waiting for the others) is informational and excluded from equality, and so is
-    ``transcript`` — per turn what the agent saw and replied, kept only when asked for and
-    not written into ``episodes.jsonl``.
+    includes waiting for the others) is informational and excluded from equality.
+
+    ``transcript`` (``None`` unless transcripts were asked for) is what the agent saw and said,
+    one :func:`transcript_turn` dict per turn, and ``final_observation`` what the env showed
+    after the last turn.  Both are excluded from equality and from :meth:`to_dict`
+    (``episodes.jsonl``): transcripts are stored apart, in ``transcripts.jsonl.gz`` (see
+    :mod:`~agentgym_budget.eval.transcripts`).
 
     The trainer's :class:`~agentgym_budget.train.rollout.Episode` records the same kind of run
     for the learner (prompt and action tokens per turn, the return) rather than for the metrics.
@@ -120,6 +125,7 @@ class EpisodeRecord:
     completion_tokens: int | None = None
     seconds: float = field(default=0.0, compare=False)
     transcript: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
+    final_observation: str | None = field(default=None, compare=False, repr=False)
 
     @property
     def won(self) -> bool:
@@ -130,9 +136,9 @@ class EpisodeRecord:
         return self.won_turn is not None and self.won_turn <= turns
 
     def to_dict(self) -> dict[str, Any]:
-        """The record as ``episodes.jsonl`` stores it (without the transcript)."""
-        data = dataclasses.asdict(dataclasses.replace(self, transcript=None))
-        del data["transcript"]
+        """The JSON-able record, without the transcript."""
+        data = dataclasses.asdict(dataclasses.replace(self, transcript=None, final_observation=None))
+        del data["transcript"], data["final_observation"]
         return data
 
     @classmethod
@@ -199,6 +205,31 @@ def _is_no_effect(obs: str) -> bool:
     return obs.strip() == INVALID_ACTION_FEEDBACK or INVALID_ACTION_FEEDBACK in (p.strip() for p in obs.split("\n\n"))
 
 
+def transcript_turn(turn: int, observation: str, reply: PolicyReply, info: dict[str, Any], next_obs: str,
+                    reward: float, terminated: bool, truncated: bool, next_info: dict[str, Any]) -> dict[str, Any]:
+    """One turn of a transcript: the agent saw ``observation`` (with ``info``), answered ``reply``,
+    and the env's ``step`` returned ``next_obs, reward, terminated, truncated, next_info``.
+
+    Example:
+        >>> row = transcript_turn(1, "A door.", PolicyReply("open door", "Thought: open it.\\nAction: open door"),
+        ...     {"admissible_commands": ["open door", "look"], "expert_action": "open door"}, "It opens.", 1.0,
+        ...     True, False, {"won": True})
+        >>> row["action"], row["admissible"], row["expert_action"], row["won"], row["action_effect"]
+        ('open door', True, 'open door', True, None)
+    """
+    commands = info.get("admissible_commands") or ()
+    experts = info.get("expert_actions")
+    expert = experts[0] if isinstance(experts, (list, tuple)) and experts else info.get("expert_action") or None
+    return {
+        "turn": turn, "observation": observation, "reply": reply.text, "action": reply.action,
+        "won": bool(next_info.get("won", False)), "reward": float(reward), "terminated": bool(terminated),
+        "truncated": bool(truncated), "action_effect": next_info.get("action_effect"),
+        "expert_action": expert if isinstance(expert, str) else None,
+        "admissible": reply.action in commands if commands else None,
+        "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
+    }
+
+
 class _EpisodeInFlight:
     """One episode being played: its env, the policy's state for it, and what the record needs."""
 
@@ -236,24 +267,18 @@ class _EpisodeInFlight:
             self.won_turn = len(self.actions)
         self.done = self.won_turn is not None or terminated or truncated or len(self.actions) >= self.job.budget
         if self.transcript is not None:
-            self.transcript.append({
-                "turn": len(self.actions), "observation": before, "reply": reply.text, "action": action,
-                "admissible": bool(self.admissible[-1] == 1), "expert_action": info_before.get("expert_action"),
-                "reward": float(reward), "won": bool(self.info.get("won", False)), "terminated": bool(terminated),
-                "truncated": bool(truncated), "action_effect": self.info.get("action_effect"),
-                "prompt_tokens": reply.prompt_tokens, "completion_tokens": reply.completion_tokens,
-            })
+            self.transcript.append(transcript_turn(len(self.actions), before, reply, info_before, self.obs,
+                                                   float(reward), terminated, truncated, self.info))
 
     def record(self) -> EpisodeRecord:
         job = self.job
-        if self.transcript is not None:
-            self.transcript.append({"turn": len(self.actions) + 1, "final_observation": self.obs})
         return EpisodeRecord(
             task=job.task, attempt=job.attempt, budget=job.budget, won_turn=self.won_turn, turns=len(self.actions),
             plan_length=self.plan_length, actions=self.actions, expert_match=self.expert_match,
             admissible=self.admissible, no_effect=self.no_effect, plan_left=self.plan_left,
             prompt_tokens=self.prompt_tokens, completion_tokens=self.completion_tokens,
             seconds=time.perf_counter() - self.start, transcript=self.transcript,
+            final_observation=None if self.transcript is None else self.obs,
         )
 
 

@@ -164,8 +164,10 @@ class HFChatBackend:
         logprobs: list[list[float]] = [[] for _ in prompts]
         running = [True] * len(prompts)
 
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions, use_cache=True,
-                         logits_to_keep=1)
+        # Without padding the mask is all ones: leaving it out spares the model building one per step.
+        padded = len({len(p) for p in prompts}) > 1
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask if padded else None, position_ids=positions,
+                         use_cache=True, logits_to_keep=1)
         next_position = positions[:, -1:] + 1
         for step in range(sampling.max_new_tokens):
             tokens, token_logprobs = _sample(torch, out.logits[:, -1, :], generators, sampling)
@@ -176,10 +178,11 @@ class HFChatBackend:
                     running[row] = token != eos and not stopper.hit(row, token)
             if not any(running) or step == sampling.max_new_tokens - 1:
                 break
-            attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(prompts), 1))], dim=1)
+            if padded:
+                attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(prompts), 1))], dim=1)
             cache = {self._cache_arg: getattr(out, self._cache_arg)}
-            out = self.model(input_ids=tokens[:, None], attention_mask=attention_mask, position_ids=next_position,
-                             use_cache=True, **cache)
+            out = self.model(input_ids=tokens[:, None], attention_mask=attention_mask if padded else None,
+                             position_ids=next_position, use_cache=True, **cache)
             next_position = next_position + 1
         return replies, logprobs
 
