@@ -450,3 +450,23 @@ def test_cli_eval_says_in_one_line_when_the_server_is_down_or_the_model_unknown(
     assert main(_eval_args(llama.base_url, "Qwen2.5-7B-Instruct", tmp_path / "b")) == 1
     err = capsys.readouterr().err.strip()
     assert "'Qwen2.5-7B-Instruct' is not served" in err and f"'{llama.model}'" in err and "\n" not in err
+
+
+def test_max_concurrency_none_sends_the_whole_batch_at_once(scripted: tuple[Scripted, str]) -> None:
+    state, url = scripted
+    state.delay = 0.15
+    backend = backend_for(url, max_concurrency=None)
+    assert len(backend.complete([conversation(i) for i in range(7)], list(range(7)), Sampling())) == 7
+    assert state.peak == 7
+
+
+def test_cli_concurrency_sets_the_requests_in_flight(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    from agentgym_budget.cli import main
+
+    state, url = scripted
+    state.delay = 0.1
+    args = _eval_args(url, "m", tmp_path / "out")
+    args[args.index("--concurrency") + 1] = "5"
+    assert main(args) == 0 and state.peak == 5  # 6 episodes, 5 in flight: 5 requests at once
+    state.peak = 0
+    assert main([*args, "--policy-arg", "max_concurrency=2"]) == 0 and state.peak == 2
