@@ -470,3 +470,18 @@ def test_cli_concurrency_sets_the_requests_in_flight(scripted: tuple[Scripted, s
     assert main(args) == 0 and state.peak == 5  # 6 episodes, 5 in flight: 5 requests at once
     state.peak = 0
     assert main([*args, "--policy-arg", "max_concurrency=2"]) == 0 and state.peak == 2
+
+
+def test_cli_eval_through_the_real_server_is_the_same_with_worker_processes(llama: LlamaServer, tmp_path: Path) -> None:
+    from agentgym_budget.cli import main
+
+    results = []
+    for workers, concurrency in (("1", "4"), ("2", "2")):
+        args = _eval_args(llama.base_url, llama.model, tmp_path / workers, "--workers", workers)
+        args[args.index("--concurrency") + 1] = concurrency
+        assert main(args) == 0
+        data = json.loads((tmp_path / workers / "passkt.json").read_text())
+        rows = [json.loads(line) for line in (tmp_path / workers / "episodes.jsonl").read_text().splitlines()]
+        results.append((data["usage"], data["successes"],
+                        sorted((e["task"], e["attempt"], e["actions"]) for e in rows)))
+    assert results[0] == results[1] and results[0][0]["completion_tokens"] > 0
