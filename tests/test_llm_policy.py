@@ -166,3 +166,40 @@ def test_runner_plays_each_episode_with_its_own_env_and_policy_state() -> None:
     record = batched[0]
     assert [turn["action"] for turn in record.transcript] == record.actions
     assert record.final_observation and "transcript" not in record.to_dict()
+
+
+def test_an_api_key_is_never_recorded_and_fetching_settings_are_not_the_run_identity() -> None:
+    pytest.importorskip("openai")
+    from agentgym_budget.eval.evaluate import plan_evaluation
+
+    plan = plan_evaluation("KeyDoor-Budget-v0", "openai", ks=(1,), ts=(2,), tasks=1, attempts=1, policy_kwargs={
+        "model": "m", "base_url": "http://127.0.0.1:9/v1", "api_key": "sk-secret", "max_concurrency": 3})
+    assert "api_key" not in plan.policy_settings and "sk-secret" not in repr(plan.policy_settings)
+    assert plan.policy_settings["max_concurrency"] == 3  # recorded in the result...
+    assert "max_concurrency" not in plan.identity_settings  # ...but a resume may change it
+    assert plan.identity_settings["model"] == "m" and plan.identity_settings["temperature"] == 0.0
+
+
+def test_reusing_a_conversations_kv_cache_gives_the_replies_of_a_full_run(tiny) -> None:
+    model, tokenizer = tiny
+    info = {"task": "open the door", "admissible_commands": ["take key", "open door", "look"]}
+    observations = ["You see a key.", "You took the key.", "A door.", "The door is locked."]
+
+    def play(reuse: bool, batch: int):
+        backend = HFChatBackend(model, tokenizer, reuse_prefix=reuse)
+        policy = LLMPolicy(backend, Sampling(temperature=0, max_new_tokens=10))
+        states = [policy.start(seed) for seed in range(batch)]
+        turns = [[r.completion.completion_ids for r in policy.act_batch(states, [o] * batch, [info] * batch)]
+                 for o in observations]
+        return turns, backend
+
+    full, _ = play(reuse=False, batch=3)
+    cached, backend = play(reuse=True, batch=3)
+    assert cached == full
+    assert backend.reused_tokens > backend.prompt_tokens_run  # later turns ran only their new tokens
+    with torch.no_grad():
+        next(model.parameters()).add_(0.0)  # an in-place update bumps the weights' version: the cache is dropped
+    policy = LLMPolicy(backend, Sampling(temperature=0, max_new_tokens=10))
+    before = backend.reused_tokens
+    policy.act_batch([policy.start(0)], [observations[0]], [info])
+    assert backend.reused_tokens == before and len(backend._prefixes) == 1  # only the new conversation is kept

@@ -3,12 +3,14 @@
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from agentgym_budget.train import TrainConfig, Trainer
 from agentgym_budget.train.grpo import TurnSample, collate, group_advantages
 from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+from agentgym_budget.train.trainer import _numpy_rng_state, _set_numpy_rng_state, load_trainer_state
 from agentgym_budget.train.warmup import format_warmup
 
 torch.set_num_threads(1)
@@ -164,3 +166,30 @@ def test_cli_flags_map_onto_train_config():
     assert (config.env_id, config.budget, config.eval_ks, config.list_admissible) == ("ALFWorld-v0", "mix:10,20", (1, 2), False)
     assert config.max_turns_shown is None and config.env_kwargs == {"engine": "fast"} and config.kl_coef == 0.01
     assert config_from_arguments(parser.parse_args([])) == TrainConfig()
+
+
+class _Exploit:
+    """Unpickling this runs a shell command (what a crafted trainer_state.pt could do)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_crafted_trainer_state_is_refused_not_run(tmp_path):
+    marker = tmp_path / "pwned"
+    torch.save({"update": 1, "payload": _Exploit(marker)}, tmp_path / "trainer_state.pt")
+    with pytest.raises(ValueError, match="refusing to load"):
+        load_trainer_state(tmp_path / "trainer_state.pt")
+    assert not marker.exists()
+    # What save_checkpoint writes does load that way (the numpy RNG state is stored as a tensor).
+    np.random.seed(5)
+    torch.save({"rng": _numpy_rng_state()}, tmp_path / "ok.pt")
+    expected = np.random.random(3)
+    np.random.seed(6)
+    _set_numpy_rng_state(load_trainer_state(tmp_path / "ok.pt")["rng"])
+    assert np.array_equal(np.random.random(3), expected)

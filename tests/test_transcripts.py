@@ -132,7 +132,7 @@ def test_a_torn_last_episode_is_skipped_then_repaired_on_resume(tmp_path) -> Non
     gzip.decompress(path.read_bytes())  # the whole file is valid gzip again (gzip -dc reads it)
 
 
-def test_a_fresh_run_replaces_old_transcripts(tmp_path) -> None:
+def test_an_overwriting_run_replaces_old_transcripts(tmp_path) -> None:
     evaluate(ENV_ID, "noisy-expert", out=tmp_path, transcripts=True, **ARGS)
-    evaluate(ENV_ID, "noisy-expert", out=tmp_path, **{**ARGS, "seed": 6})
+    evaluate(ENV_ID, "noisy-expert", out=tmp_path, overwrite=True, **{**ARGS, "seed": 6})
     assert not (tmp_path / TRANSCRIPTS_FILE).exists()  # they belonged to the other run's episodes

@@ -32,8 +32,12 @@ Example:
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
+
+import numpy as np
 
 from agentgym_budget._optional import require
 from agentgym_budget.policies.chat import Completion, Message, Sampling
@@ -87,18 +91,31 @@ def load_tokenizer(name: str) -> Any:
     return transformers.AutoTokenizer.from_pretrained(name)
 
 
+@dataclass
+class _Prefix:
+    """Keys and values a conversation left in the model, kept for its next turn."""
+
+    ids: list[int]  # the tokens they belong to (prompt + reply tokens fed back)
+    kv: list[tuple[Any, Any]]  # per layer: keys, values, each [kv_heads, len(ids), head_dim]
+
+
 class HFChatBackend:
     """Batched generation with a local causal LM (see the module docstring).
 
     Args:
-        model: a ``transformers`` causal LM (``model.eval()`` is the caller's business; the
-            backend runs under ``torch.no_grad`` and leaves the mode as it found it).
+        model: a ``transformers`` causal LM (the backend runs it under ``torch.no_grad`` in
+            eval mode and leaves the mode as it found it).
         tokenizer: its tokenizer (needs a pad or an EOS token).
         max_prompt_tokens: the context limit of a prompt (see :meth:`fit`).
         name: label for tables (default ``hf(<model class>)``).
+        reuse_prefix: keep each conversation's keys and values between its turns (see
+            :meth:`complete`); ``False`` runs every prompt in full.
+        max_cached: conversations whose keys and values are kept at most (least recently
+            used dropped first; at least twice the largest batch seen).
     """
 
-    def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None,
+                 reuse_prefix: bool = True, max_cached: int = 64) -> None:
         self._torch = require("torch", "llm", "the hf policy")
         if max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be >= 1, got {max_prompt_tokens}")
@@ -110,6 +127,11 @@ class HFChatBackend:
             raise ValueError("the tokenizer has neither a pad token nor an EOS token")
         # transformers renamed the KV-cache argument (``past_key_values`` -> ``cache``, 5.x)
         self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self.reuses_prefixes = bool(reuse_prefix)
+        self.max_cached = int(max_cached)
+        self._prefixes: OrderedDict[Hashable, _Prefix] = OrderedDict()
+        self._weights_version: int | None = None
+        self.reused_tokens = self.prompt_tokens_run = 0  # how much of the prompts the cache spared
 
     def fit(self, conversation: Sequence[Message]) -> list[int]:
         """The prompt ids of ``conversation`` under the context limit (oldest turns dropped first)."""
@@ -124,15 +146,28 @@ class HFChatBackend:
             # one turn is a user message and the reply to it
             del messages[first_turn: first_turn + (2 if messages[first_turn + 1]["role"] == "assistant" else 1)]
 
-    def complete(self, conversations: Sequence[Sequence[Message]], seeds: Sequence[int],
-                 sampling: Sampling) -> list[Completion]:
-        """One reply per conversation, all generated in one batch."""
-        return self.generate([self.fit(c) for c in conversations], seeds, sampling)
+    def complete(self, conversations: Sequence[Sequence[Message]], seeds: Sequence[int], sampling: Sampling,
+                 keys: Sequence[Hashable] | None = None) -> list[Completion]:
+        """One reply per conversation, all generated in one batch.
 
-    def generate(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], sampling: Sampling) -> list[Completion]:
+        ``keys`` name the conversations (an LLM policy passes one per episode): a conversation
+        continued under the same key reuses the keys and values the model computed for it last
+        time, for the longest common prefix of the old and the new prompt, and runs only the
+        rest.  Keys and values depend only on the tokens and their positions, so the reply is
+        the one a full run gives (up to float rounding); the cache is dropped when the model's
+        weights change in place (an optimizer step).
+        """
+        return self.generate([self.fit(c) for c in conversations], seeds, sampling, keys)
+
+    def forget(self, key: Hashable) -> None:
+        """Drop what is kept for conversation ``key`` (its episode is over)."""
+        self._prefixes.pop(key, None)
+
+    def generate(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], sampling: Sampling,
+                 keys: Sequence[Hashable] | None = None) -> list[Completion]:
         """One reply per prompt (token ids), in one left-padded batch with a KV cache."""
-        if len(prompts) != len(seeds):
-            raise ValueError(f"{len(prompts)} prompts for {len(seeds)} seeds")
+        if len(prompts) != len(seeds) or (keys is not None and len(keys) != len(prompts)):
+            raise ValueError(f"{len(prompts)} prompts for {len(seeds)} seeds and {len(keys or seeds)} keys")
         if not prompts:
             return []
         torch = self._torch
@@ -140,35 +175,26 @@ class HFChatBackend:
         self.model.eval()
         try:
             with torch.no_grad():
-                replies, logprobs = self._decode(prompts, seeds, sampling)
+                replies, logprobs = self._decode([list(p) for p in prompts], seeds, sampling,
+                                                 keys if self.reuses_prefixes else None)
         finally:
             self.model.train(was_training)
         return [self._completion(list(p), r, lp, sampling) for p, r, lp in zip(prompts, replies, logprobs)]
 
-    def _decode(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], sampling: Sampling
-                ) -> tuple[list[list[int]], list[list[float]]]:
+    # -- generation ------------------------------------------------------------------------------
+    def _decode(self, prompts: list[list[int]], seeds: Sequence[int], sampling: Sampling,
+                keys: Sequence[Hashable] | None) -> tuple[list[list[int]], list[list[float]]]:
         torch = self._torch
         device = next(self.model.parameters()).device
-        width = max(len(p) for p in prompts)
-        input_ids = torch.full((len(prompts), width), self.pad_id, dtype=torch.long)
-        attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-        for row, ids in enumerate(prompts):
-            input_ids[row, width - len(ids):] = torch.tensor(list(ids), dtype=torch.long)
-            attention_mask[row, width - len(ids):] = 1
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)  # left padding: each row counts from 0
+        reused = self._reusable(prompts, keys)
+        out, attention_mask, next_position = self._prefill(prompts, reused, device)
+        fed = [len(p) for p in prompts]  # tokens of each row the model has seen
         generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
         eos = self.tokenizer.eos_token_id
         stopper = _StopStrings(self.tokenizer, sampling.stop, len(prompts))
         replies: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         running = [True] * len(prompts)
-
-        # Without padding the mask is all ones: leaving it out spares the model building one per step.
-        padded = len({len(p) for p in prompts}) > 1
-        out = self.model(input_ids=input_ids, attention_mask=attention_mask if padded else None, position_ids=positions,
-                         use_cache=True, logits_to_keep=1)
-        next_position = positions[:, -1:] + 1
         for step in range(sampling.max_new_tokens):
             tokens, token_logprobs = _sample(torch, out.logits[:, -1, :], generators, sampling)
             for row, (token, logprob) in enumerate(zip(tokens.tolist(), token_logprobs.tolist())):
@@ -178,13 +204,102 @@ class HFChatBackend:
                     running[row] = token != eos and not stopper.hit(row, token)
             if not any(running) or step == sampling.max_new_tokens - 1:
                 break
-            if padded:
+            for row in range(len(prompts)):
+                fed[row] += running[row]  # a finished row is fed too, but its tokens are not kept
+            if attention_mask is not None:
                 attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(prompts), 1))], dim=1)
             cache = {self._cache_arg: getattr(out, self._cache_arg)}
-            out = self.model(input_ids=tokens[:, None], attention_mask=attention_mask if padded else None,
-                             position_ids=next_position, use_cache=True, **cache)
+            out = self.model(input_ids=tokens[:, None], attention_mask=attention_mask, position_ids=next_position,
+                             use_cache=True, **cache)
             next_position = next_position + 1
+        if keys is not None:
+            self._keep(keys, prompts, replies, fed, getattr(out, self._cache_arg), attention_mask)
         return replies, logprobs
+
+    def _prefill(self, prompts: list[list[int]], reused: list[_Prefix | None], device: Any
+                 ) -> tuple[Any, Any, Any]:
+        """Run each prompt's tokens after its reused prefix; ``(model output, attention mask or None, next positions)``.
+
+        Row layout: ``[pad | reused prefix | pad | new tokens]`` — both parts right-aligned, the
+        pads masked out, every token at its own position in its conversation.
+        """
+        torch = self._torch
+        past = [len(r.ids) if r is not None else 0 for r in reused]
+        new = [p[n:] for p, n in zip(prompts, past)]
+        past_width, new_width = max(past), max(len(n) for n in new)
+        rows = len(prompts)
+        input_ids = torch.full((rows, new_width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((rows, past_width + new_width), dtype=torch.long)
+        positions = torch.zeros((rows, new_width), dtype=torch.long)
+        for row, (n, ids) in enumerate(zip(past, new)):
+            input_ids[row, new_width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            positions[row, new_width - len(ids):] = torch.arange(n, n + len(ids))
+            mask[row, past_width - n:past_width] = 1
+            mask[row, past_width + new_width - len(ids):] = 1
+        self.reused_tokens += sum(past)
+        self.prompt_tokens_run += sum(len(n) for n in new)
+        kwargs: dict[str, Any] = {}
+        if past_width:
+            kwargs[self._cache_arg] = self._padded_cache(reused, past_width, device)
+        # Without padding the mask is all ones: leaving it out spares the model building one per step.
+        attention_mask = mask.to(device) if not bool(mask.all()) else None
+        out = self.model(input_ids=input_ids.to(device), attention_mask=attention_mask,
+                         position_ids=positions.to(device), use_cache=True, logits_to_keep=1, **kwargs)
+        next_position = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
+        return out, attention_mask, next_position
+
+    def _reusable(self, prompts: list[list[int]], keys: Sequence[Hashable] | None) -> list[_Prefix | None]:
+        """Per prompt, the kept prefix to reuse (cut to the longest common prefix; one new token at least)."""
+        if keys is None:
+            return [None] * len(prompts)
+        version = next(self.model.parameters())._version
+        if version != self._weights_version:  # an optimizer step changed the weights: nothing kept is valid
+            self._prefixes.clear()
+            self._weights_version = version
+        reused: list[_Prefix | None] = []
+        for key, prompt in zip(keys, prompts):
+            kept = self._prefixes.get(key)
+            common = _common_prefix(kept.ids, prompt) if kept is not None else 0
+            common = min(common, len(prompt) - 1)
+            reused.append(_Prefix(prompt[:common], [(k[:, :common], v[:, :common]) for k, v in kept.kv])
+                          if kept is not None and common > 0 else None)
+        return reused
+
+    def _padded_cache(self, reused: list[_Prefix | None], width: int, device: Any) -> Any:
+        """A ``DynamicCache`` of the reused prefixes, right-aligned in ``width`` positions."""
+        torch = self._torch
+        transformers = require("transformers", "llm", "the hf policy")
+        template = next(r for r in reused if r is not None).kv
+        layers = []
+        for layer, (k0, v0) in enumerate(template):
+            keys = k0.new_zeros((len(reused), k0.shape[0], width, k0.shape[2]))
+            values = v0.new_zeros((len(reused), v0.shape[0], width, v0.shape[2]))
+            for row, prefix in enumerate(reused):
+                if prefix is not None:
+                    k, v = prefix.kv[layer]
+                    keys[row, :, width - k.shape[1]:] = k
+                    values[row, :, width - v.shape[1]:] = v
+            layers.append((keys.to(device), values.to(device)))
+        return transformers.DynamicCache(layers)
+
+    def _keep(self, keys: Sequence[Hashable], prompts: list[list[int]], replies: list[list[int]], fed: list[int],
+              cache: Any, attention_mask: Any) -> None:
+        """Keep each row's keys and values for the tokens it was fed (prompt + reply but its last token)."""
+        torch = self._torch
+        kv = [(layer[0], layer[1]) for layer in cache]
+        width = kv[0][0].shape[2]
+        for row, key in enumerate(keys):
+            if attention_mask is None:
+                positions = torch.arange(width - fed[row], width)  # unpadded: the row is the whole width
+            else:
+                positions = attention_mask[row].nonzero().flatten()[: fed[row]]
+            ids = prompts[row] + replies[row][: fed[row] - len(prompts[row])]
+            self._prefixes[key] = _Prefix(ids, [(k[row].index_select(1, positions.to(k.device)),
+                                                 v[row].index_select(1, positions.to(v.device))) for k, v in kv])
+            self._prefixes.move_to_end(key)
+        self.max_cached = max(self.max_cached, 2 * len(keys))
+        while len(self._prefixes) > self.max_cached:
+            self._prefixes.popitem(last=False)
 
     def _completion(self, prompt: list[int], reply: list[int], logprobs: list[float], sampling: Sampling) -> Completion:
         text = self.tokenizer.decode(reply, skip_special_tokens=True)
@@ -192,6 +307,13 @@ class HFChatBackend:
             text = text.split(stop, 1)[0]
         return Completion(text=text, prompt_tokens=len(prompt), completion_tokens=len(reply), prompt_ids=prompt,
                           completion_ids=reply, logprobs=logprobs)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if differ.size else n
 
 
 def _sample(torch: Any, logits: Any, generators: Sequence[Any], sampling: Sampling) -> tuple[Any, Any]:

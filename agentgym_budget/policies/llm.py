@@ -62,6 +62,10 @@ class LLMPolicy:
     """
 
     llm = True  # the evaluator keeps transcripts of LLM policies by default
+    #: never recorded (results, run identity)
+    secret_settings = ("api_key",)
+    #: how replies are fetched, not what they are: a resume may change them
+    settings_without_effect = ("max_concurrency", "timeout", "max_retries", "cache", "base_url", "device")
 
     def __init__(self, backend: ChatBackend, sampling: Sampling = Sampling(), *, show_budget: bool = False,
                  list_admissible: bool = True, max_turns_shown: int | None = 20,
@@ -96,7 +100,10 @@ class LLMPolicy:
                   infos: Sequence[dict[str, Any]]) -> list[PolicyReply]:
         conversations = [self.messages(s, o, i) for s, o, i in zip(states, observations, infos)]
         seeds = [turn_seed(state.seed, len(state.history)) for state in states]
-        completions = self.backend.complete(conversations, seeds, self.sampling)
+        if getattr(self.backend, "reuses_prefixes", False):  # a local model keeps each episode's KV cache
+            completions = self.backend.complete(conversations, seeds, self.sampling, keys=[id(s) for s in states])
+        else:
+            completions = self.backend.complete(conversations, seeds, self.sampling)
         replies = []
         for state, obs, info, completion in zip(states, observations, infos, completions):
             reply = strip_imagined_observation(completion.text)
@@ -104,6 +111,12 @@ class LLMPolicy:
             replies.append(PolicyReply(parse_action(reply, info.get("admissible_commands")), completion.text,
                                        completion.prompt_tokens, completion.completion_tokens, completion))
         return replies
+
+    def release(self, state: LLMEpisode) -> None:
+        """The episode is over: the backend may drop what it kept for it."""
+        forget = getattr(self.backend, "forget", None)
+        if forget is not None:
+            forget(id(state))
 
     # -- the plain Policy interface, for one episode at a time ----------------------------------
     def reset(self, seed: int | None = None) -> None:

@@ -298,7 +298,7 @@ class Trainer:
             "episodes_done": self.episodes_done,
             "env_steps_done": self.env_steps_done,
             "optimizer": self.optimizer.state_dict(),
-            "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+            "rng": {"python": random.getstate(), "numpy": _numpy_rng_state(), "torch": torch.get_rng_state()},
             "config": self.config.to_dict(),
         }, folder / "trainer_state.pt")
         checkpoints = sorted((self.output_dir / "checkpoints").glob(f"{_CHECKPOINT_PREFIX}*"))
@@ -318,13 +318,47 @@ class Trainer:
         return path
 
     def _load_state(self, folder: Path) -> None:
-        state = torch.load(folder / "trainer_state.pt", map_location=self.device, weights_only=False)
+        state = load_trainer_state(folder / "trainer_state.pt", self.device)
         self.optimizer.load_state_dict(state["optimizer"])
         self.update, self.episodes_done, self.env_steps_done = (
             state["update"], state["episodes_done"], state["env_steps_done"])
         random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
+        _set_numpy_rng_state(state["rng"]["numpy"])
         torch.set_rng_state(state["rng"]["torch"])
+
+
+def load_trainer_state(path: Path, device: Any = "cpu") -> dict[str, Any]:
+    """A checkpoint's ``trainer_state.pt``, unpickled with ``weights_only=True``.
+
+    Only tensors and plain containers load: a file that would build any other object (a crafted
+    pickle that calls ``os.system``, say) is refused with a :class:`ValueError`, never run.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "trainer_state.pt"
+        >>> torch.save({"update": 3, "rng": {"numpy": _numpy_rng_state()}}, path)
+        >>> load_trainer_state(path)["update"]
+        3
+    """
+    import pickle
+
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"{path} holds objects other than tensors and plain containers; refusing to load it "
+                         f"(weights_only=True): {str(e).splitlines()[0]}") from None
+
+
+def _numpy_rng_state() -> dict[str, Any]:
+    # np.random's legacy state holds an ndarray, which weights_only loading refuses: store a tensor.
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+            "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+
+
+def _set_numpy_rng_state(state: dict[str, Any]) -> None:
+    keys = state["keys"].numpy().astype(np.uint32)
+    np.random.set_state((state["name"], keys, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
 
 def evaluation_env_kwargs(config: TrainConfig) -> tuple[dict[str, Any], bool]:
