@@ -469,7 +469,7 @@ def test_cli_concurrency_sets_the_requests_in_flight(scripted: tuple[Scripted, s
     args[args.index("--concurrency") + 1] = "5"
     assert main(args) == 0 and state.peak == 5  # 6 episodes, 5 in flight: 5 requests at once
     state.peak = 0
-    assert main([*args, "--policy-arg", "max_concurrency=2"]) == 0 and state.peak == 2
+    assert main([*args, "--policy-arg", "max_concurrency=2", "--overwrite"]) == 0 and state.peak == 2
 
 
 def test_cli_eval_through_the_real_server_is_the_same_with_worker_processes(llama: LlamaServer, tmp_path: Path) -> None:
