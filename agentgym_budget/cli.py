@@ -596,6 +596,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from agentgym_budget._optional import MissingBackendError
     from agentgym_budget.eval.episode_log import EvaluationInterrupted
+    from agentgym_budget.policies.served import ServedModelError
 
     command = {"eval": _eval, "report": _report, "compare": _compare, "probe": _probe, "aggregate": _aggregate,
                "list": _list, "train": _train}[args.command]
@@ -604,6 +605,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (MissingBackendError, ValueError, OSError, GymError) as e:  # the user's mistake: one line, no traceback
         print(f"agentgym-budget {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return 2
+    except ServedModelError as e:  # server down, unknown model, timeouts: one line, no traceback
+        print(f"agentgym-budget {args.command}: error: {e}", file=sys.stderr)
+        return 1
     except EvaluationInterrupted as e:
         print(f"agentgym-budget {args.command}: {e}", file=sys.stderr)
         return 130  # the shell's code for a run stopped by SIGINT

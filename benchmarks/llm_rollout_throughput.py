@@ -114,6 +114,8 @@ def served(args: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory() as folder:
         gguf = export_tiny_gguf(Path(folder) / "tiny.gguf", env_id="ALFWorld-v0")
+        # llama-cpp-python's server generates one request at a time (there is no n_parallel):
+        # concurrency overlaps only the HTTP work and the env steps around generation.
         with LlamaServer(gguf, n_ctx=4096, n_threads=args.threads) as server:
             print(f"served: llama.cpp server at {server.base_url}, model {server.model}")
             figures = {}

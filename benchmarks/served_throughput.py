@@ -6,10 +6,16 @@ completions/s for a batch of short conversations at ``max_concurrency`` 1 vs 8, 
 (rounds alternate the two settings so machine load hits both alike; the median round counts).
 Every request has a distinct seed and no cache, so each is really generated.
 
-Note: llama-cpp-python's server runs one generation at a time (a lock around its model), so
-concurrency overlaps only the HTTP/JSON work around generation; vLLM/SGLang batch requests.
+Then whole episodes: turns/s of the ``openai`` policy through the evaluator (``SerialExecutor``,
+``ALFWorld-Budget-v0``, temperature 1) at concurrency 1 vs 8, with the server's prompt cache off
+and on (``LlamaServer(prompt_cache=...)``, llama-cpp-python's ``--cache``).
 
-Run:  python benchmarks/served_throughput.py [--conversations 32] [--rounds 3] [--max-new-tokens 48]
+Note: llama-cpp-python's server runs one generation at a time (a lock around its model) in one
+KV-cache sequence, so concurrency overlaps only the HTTP/JSON work and env steps around
+generation; vLLM/SGLang batch requests.  Without the prompt cache, interleaved episodes also
+lose the prefix a turn shares with its episode's previous turn.
+
+Run:  python benchmarks/served_throughput.py [--conversations 32] [--rounds 3] [--episodes 8] [--turns 10]
 """
 
 from __future__ import annotations
@@ -47,6 +53,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-new-tokens", type=int, default=48)
     parser.add_argument("--n-threads", type=int, default=1, help="llama.cpp threads")
+    parser.add_argument("--episodes", type=int, default=8, help="episodes per run of the episode section")
+    parser.add_argument("--turns", type=int, default=10, help="turn budget of those episodes")
     args = parser.parse_args()
 
     t0 = time.perf_counter()
@@ -90,6 +98,34 @@ def main() -> None:
               f"max_concurrency 8 {eight:6.1f}   ratio {eight / one:.2f}x")
         for backend in backends.values():
             backend.close()
+
+    for prompt_cache in (False, True):
+        with LlamaServer(path, n_threads=args.n_threads, prompt_cache=prompt_cache) as server:
+            figures = {c: episode_turns_per_second(server, c, args) for c in (1, 8)}
+        print(f"episodes ({args.episodes} x <= {args.turns} turns), prompt cache {'on ' if prompt_cache else 'off'}: "
+              f"turns/s concurrency 1 {figures[1]:5.1f}   concurrency 8 {figures[8]:5.1f}   "
+              f"ratio {figures[8] / figures[1]:.2f}x")
+
+
+def episode_turns_per_second(server: LlamaServer, concurrency: int, args: argparse.Namespace) -> float:
+    """Turns/s of the openai policy on ``args.episodes`` episodes with ``concurrency`` in flight."""
+    import agentgym_budget  # noqa: F401  (registers the envs)
+    from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec, SerialExecutor
+    from agentgym_budget.policies import make_policy
+
+    policy = make_policy("openai", model=server.model, base_url=server.base_url, temperature=1.0,
+                         max_new_tokens=args.max_new_tokens, max_concurrency=concurrency)
+
+    def run(episodes: int, first_task: int) -> tuple[float, int]:
+        spec = RolloutSpec("ALFWorld-Budget-v0", policy, seed=0, max_budget=args.turns, concurrency=concurrency)
+        start = time.perf_counter()
+        records = SerialExecutor().run(spec, [EpisodeJob(first_task + i, 0, args.turns) for i in range(episodes)])
+        return time.perf_counter() - start, sum(r.turns for r in records)
+
+    run(2, 1000)  # warm-up (other tasks)
+    seconds, turns = run(args.episodes, 0)
+    policy.backend.close()
+    return turns / seconds
 
 
 if __name__ == "__main__":

@@ -437,3 +437,51 @@ def test_cli_eval_through_the_real_server_with_token_counts_and_resume(llama: Ll
     assert main(_eval_args(down, llama.model, tmp_path / "cached", "--policy-arg", cache)) == 0
     assert actions(tmp_path / "cached") == actions(tmp_path / "full")
     assert json.loads((tmp_path / "cached" / "passkt.json").read_text())["usage"] == usage
+
+
+def test_cli_eval_says_in_one_line_when_the_server_is_down_or_the_model_unknown(
+        llama: LlamaServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from agentgym_budget.cli import main
+
+    down = f"http://127.0.0.1:{free_port()}/v1"
+    assert main(_eval_args(down, llama.model, tmp_path / "a")) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("agentgym-budget eval: error: cannot reach") and down in err and "\n" not in err
+    assert main(_eval_args(llama.base_url, "Qwen2.5-7B-Instruct", tmp_path / "b")) == 1
+    err = capsys.readouterr().err.strip()
+    assert "'Qwen2.5-7B-Instruct' is not served" in err and f"'{llama.model}'" in err and "\n" not in err
+
+
+def test_max_concurrency_none_sends_the_whole_batch_at_once(scripted: tuple[Scripted, str]) -> None:
+    state, url = scripted
+    state.delay = 0.15
+    backend = backend_for(url, max_concurrency=None)
+    assert len(backend.complete([conversation(i) for i in range(7)], list(range(7)), Sampling())) == 7
+    assert state.peak == 7
+
+
+def test_cli_concurrency_sets_the_requests_in_flight(scripted: tuple[Scripted, str], tmp_path: Path) -> None:
+    from agentgym_budget.cli import main
+
+    state, url = scripted
+    state.delay = 0.1
+    args = _eval_args(url, "m", tmp_path / "out")
+    args[args.index("--concurrency") + 1] = "5"
+    assert main(args) == 0 and state.peak == 5  # 6 episodes, 5 in flight: 5 requests at once
+    state.peak = 0
+    assert main([*args, "--policy-arg", "max_concurrency=2", "--overwrite"]) == 0 and state.peak == 2
+
+
+def test_cli_eval_through_the_real_server_is_the_same_with_worker_processes(llama: LlamaServer, tmp_path: Path) -> None:
+    from agentgym_budget.cli import main
+
+    results = []
+    for workers, concurrency in (("1", "4"), ("2", "2")):
+        args = _eval_args(llama.base_url, llama.model, tmp_path / workers, "--workers", workers)
+        args[args.index("--concurrency") + 1] = concurrency
+        assert main(args) == 0
+        data = json.loads((tmp_path / workers / "passkt.json").read_text())
+        rows = [json.loads(line) for line in (tmp_path / workers / "episodes.jsonl").read_text().splitlines()]
+        results.append((data["usage"], data["successes"],
+                        sorted((e["task"], e["attempt"], e["actions"]) for e in rows)))
+    assert results[0] == results[1] and results[0][0]["completion_tokens"] > 0

@@ -142,6 +142,11 @@ class LlamaServer:
     ``model`` is the name the server lists at ``/v1/models`` (default: the file's stem).
     ``chat_format``: ``"auto"`` uses the GGUF's chat template when it has one, else ChatML
     (``<|im_start|>role ... <|im_end|>``).  ``n_threads`` bounds the CPU it takes.
+
+    The server generates one request at a time in one KV-cache sequence, reusing the prefix it
+    shares with the previous request only.  ``prompt_cache=True`` (its ``--cache``) keeps the
+    states of past prompts in RAM, so interleaved episodes each continue from their own last
+    turn; measured in ``benchmarks/served_throughput.py``.
     """
 
     def __init__(
@@ -152,6 +157,7 @@ class LlamaServer:
         chat_format: str | None = "auto",
         n_threads: int | None = 1,
         startup_timeout: float = 120.0,
+        prompt_cache: bool = False,
         extra_args: tuple[str, ...] = (),
     ):
         self.model_path = Path(model_path)
@@ -160,6 +166,7 @@ class LlamaServer:
         self.model = model or self.model_path.stem
         self.n_ctx, self.n_threads, self.startup_timeout = n_ctx, n_threads, startup_timeout
         self.chat_format = self._chat_format(chat_format)
+        self.prompt_cache = prompt_cache
         self.extra_args = tuple(extra_args)
         self.host, self.port = "127.0.0.1", 0
         self.process: subprocess.Popen[bytes] | None = None
@@ -185,6 +192,8 @@ class LlamaServer:
             args += ["--chat_format", self.chat_format]
         if self.n_threads:
             args += ["--n_threads", str(self.n_threads), "--n_threads_batch", str(self.n_threads)]
+        if self.prompt_cache:
+            args += ["--cache", "True"]
         return args + list(self.extra_args)
 
     def output_tail(self, lines: int = 20) -> str:

@@ -155,13 +155,15 @@ def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: f
 
 def make_openai_policy(model: str, base_url: str | None = None, api_key: str | None = None, *,
                        temperature: float = 0.0, top_p: float = 1.0, max_new_tokens: int = 48,
-                       stop: Sequence[str] | str | None = None, max_concurrency: int = 8, timeout: float = 60.0,
-                       max_retries: int = 5, cache: str | None = None, **options: Any) -> LLMPolicy:
+                       stop: Sequence[str] | str | None = None, max_concurrency: int | None = None,
+                       timeout: float = 60.0, max_retries: int = 5, cache: str | None = None,
+                       **options: Any) -> LLMPolicy:
     """The ``openai`` policy: a served model over the OpenAI chat-completions protocol.
 
     Any OpenAI-compatible server (vLLM, SGLang, llama.cpp, a hosted API) at ``base_url``;
     ``api_key`` defaults to ``$OPENAI_API_KEY``; ``cache``: a file caching replies by request.
-    ``options`` go to :class:`LLMPolicy`.
+    ``max_concurrency``: requests in flight at most (default ``None``: every episode the
+    evaluator has in flight, i.e. ``--concurrency``).  ``options`` go to :class:`LLMPolicy`.
     """
     from agentgym_budget.policies.served import OpenAIChatBackend
 

@@ -3,7 +3,8 @@
 :class:`OpenAIChatBackend` is a :class:`~agentgym_budget.policies.chat.ChatBackend` over the
 official ``openai`` client (extra ``openai``).  :meth:`~OpenAIChatBackend.complete` sends the
 conversations of a batch concurrently — a private thread pool of ``max_concurrency`` workers
-holds at most that many requests in flight for the backend as a whole — so it works from any
+holds at most that many requests in flight for the backend as a whole (``None``: the whole
+batch at once, i.e. as many as the evaluator has episodes in flight) — so it works from any
 thread, with or without a running event loop (an ``async`` caller awaits
 :meth:`~OpenAIChatBackend.acomplete`, which runs the same thing off the loop).  Sampling is
 passed through exactly: ``temperature``, ``top_p``, ``max_tokens=max_new_tokens``, ``stop``
@@ -31,7 +32,7 @@ Example (the lines marked ``+SKIP`` need a running server, e.g. ``vllm serve MOD
     >>> OpenAIChatBackend("m", base_url="http://127.0.0.1:8000/v1", max_concurrency=0)
     Traceback (most recent call last):
     ...
-    ValueError: max_concurrency must be >= 1, got 0
+    ValueError: max_concurrency must be >= 1 (or None: the whole batch), got 0
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ class OpenAIChatBackend:
         model: str,
         base_url: str | None = None,
         api_key: str | None = None,
-        max_concurrency: int = 8,
+        max_concurrency: int | None = 8,
         timeout: float = 60.0,
         max_retries: int = 5,
         cache: str | os.PathLike[str] | ResponseCache | None = None,
@@ -169,8 +170,8 @@ class OpenAIChatBackend:
     ):
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a non-empty string (the served model's name), got {model!r}")
-        if int(max_concurrency) < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        if max_concurrency is not None and int(max_concurrency) < 1:
+            raise ValueError(f"max_concurrency must be >= 1 (or None: the whole batch), got {max_concurrency}")
         if not float(timeout) > 0:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         if int(max_retries) < 0:
@@ -185,7 +186,7 @@ class OpenAIChatBackend:
                     "or set OPENAI_API_KEY")
             key = LOCAL_API_KEY
         self.api_key = key
-        self.max_concurrency = int(max_concurrency)
+        self.max_concurrency = None if max_concurrency is None else int(max_concurrency)
         self.timeout = float(timeout)
         self.max_retries = int(max_retries)
         self.check_model = check_model
@@ -235,12 +236,15 @@ class OpenAIChatBackend:
                         max_retries=self.max_retries)
         return self._client
 
-    def _pool(self) -> concurrent.futures.ThreadPoolExecutor:
+    def _pool(self, batch: int) -> tuple[concurrent.futures.ThreadPoolExecutor, bool]:
+        """``(pool, temporary)``: the shared pool, or with ``max_concurrency=None`` one for this batch."""
+        if self.max_concurrency is None:
+            return concurrent.futures.ThreadPoolExecutor(batch, thread_name_prefix="openai-backend"), True
         with self._lock:
             if self._executor is None:
                 self._executor = concurrent.futures.ThreadPoolExecutor(
                     self.max_concurrency, thread_name_prefix="openai-backend")
-            return self._executor
+            return self._executor, False
 
     def close(self) -> None:
         """Stop the worker threads and close the HTTP client and the cache."""
@@ -377,12 +381,16 @@ class OpenAIChatBackend:
         if not missing:
             return results  # type: ignore[return-value]
         self._check_once()
-        pool = self._pool()
-        futures = {pool.submit(self._request, conversations[i], seeds[i], sampling): i for i in missing}
-        done, pending = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
-        for future in pending:
-            future.cancel()
-        concurrent.futures.wait(pending)  # those already sent finish (and are cached) before we raise
+        pool, temporary = self._pool(len(missing))
+        try:
+            futures = {pool.submit(self._request, conversations[i], seeds[i], sampling): i for i in missing}
+            done, pending = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
+            for future in pending:
+                future.cancel()
+            concurrent.futures.wait(pending)  # those already sent finish (and are cached) before we raise
+        finally:
+            if temporary:
+                pool.shutdown(wait=False)
         error: BaseException | None = None
         for future, i in futures.items():
             if future.cancelled():
