@@ -3,6 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
 from typing import Any
 
 import gymnasium as gym
@@ -21,6 +27,7 @@ from agentgym_budget.eval.rollout import (
     RolloutSpec,
     SerialExecutor,
     attempt_seed,
+    die_with_parent,
     task_seed,
 )
 from agentgym_budget.wrappers import TurnBudget
@@ -177,3 +184,103 @@ def test_records_written_before_the_effect_fields_still_load() -> None:
     from agentgym_budget.eval.metrics import error_kinds
 
     assert error_kinds(record) == [(2, "invalid")]  # the old flags still classify the turn
+
+
+# -- stopping a process pool: every finished episode kept, within 2 s; no orphans ----------------
+_POOL_RUN = """
+import sys, agentgym_budget
+from agentgym_budget.cli import main
+sys.exit(main(["eval", "--env", "KeyDoor-Budget-v0", "--policy", "noisy-expert", "--k", "1,2", "--t", "4,8",
+               "--attempts", "2", "--tasks", "200000", "--workers", "2", "--bootstrap", "10", "--no-progress",
+               "--no-plots", "--out", sys.argv[1]]))
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_stops_two_workers_within_2s_keeping_every_finished_episode(tmp_path, signum):
+    from agentgym_budget.eval.episode_log import read_episodes
+
+    proc = subprocess.Popen([sys.executable, "-c", _POOL_RUN, str(tmp_path)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    log = tmp_path / "episodes.jsonl"
+    deadline = time.monotonic() + 90
+    while not (log.exists() and log.stat().st_size > 20_000) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    try:
+        _, stderr = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        pytest.fail("the run did not stop")
+    stopped_after = time.monotonic() - sent
+    assert proc.returncode == 130, stderr
+    assert stopped_after < 2.0 + 0.5, stopped_after  # + the interpreter's exit
+    saved = int(re.search(r"(\d+) of \d+ episodes are saved", stderr).group(1))
+    records = read_episodes(tmp_path)  # every line whole
+    assert saved == len(records) == len(log.read_text().splitlines()) > 0
+    assert len({(r.task, r.attempt, r.budget) for r in records}) == len(records)
+
+
+_ORPHAN_RUN = """
+import os, sys, time, agentgym_budget
+from agentgym_budget.eval.rollout import EpisodeJob, ProcessPoolExecutor, RolloutSpec
+
+class Slow:  # a policy that takes its time, so that the workers are busy when the parent dies
+    name = "slow"
+    reads_budget = False
+    def reset(self, seed=None): pass
+    def act(self, obs, info):
+        time.sleep(0.05)
+        return "look"
+
+def announce(record, said=[]):
+    if not said:
+        said.append(1)
+        print(" ".join(str(p.pid) for p in __import__("multiprocessing").active_children()), flush=True)
+
+spec = RolloutSpec("KeyDoor-Budget-v0", Slow(), seed=0, max_budget=50)
+ProcessPoolExecutor(2, chunks_per_worker=1).run(spec, [EpisodeJob(t, 0, 50) for t in range(200)], announce)
+"""
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_workers_die_with_a_sigkilled_parent(tmp_path):
+    proc = subprocess.Popen([sys.executable, "-c", _ORPHAN_RUN], stdout=subprocess.PIPE, text=True)
+    workers = [int(pid) for pid in proc.stdout.readline().split()]
+    assert len(workers) == 2
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + 5
+    alive = workers
+    while alive and time.monotonic() < deadline:
+        alive = [pid for pid in workers if _is_running(pid)]
+        time.sleep(0.05)
+    for pid in alive:  # clean up before failing
+        os.kill(pid, signal.SIGKILL)
+    assert not alive, f"workers {alive} outlived their parent"
+
+
+def _is_running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"  # a zombie is dead, only not yet reaped
+    except FileNotFoundError:
+        return False
+
+
+def test_die_with_parent_restores_default_sigterm(tmp_path):
+    import multiprocessing
+
+    def child(parent):
+        signal.signal(signal.SIGTERM, lambda *a: None)  # what a forked worker inherits from the evaluator
+        die_with_parent(parent)
+        time.sleep(30)
+
+    worker = multiprocessing.get_context("fork").Process(target=child, args=(os.getpid(),))
+    worker.start()
+    time.sleep(0.5)
+    worker.terminate()
+    worker.join(timeout=5)
+    assert worker.exitcode == -signal.SIGTERM

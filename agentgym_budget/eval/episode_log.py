@@ -231,9 +231,12 @@ class EpisodeLog:
         if self._transcripts is not None and record.transcript is not None:
             self._transcripts.write(transcript_line(record))
         # One write of a whole line, then flush: a stop between two episodes leaves complete lines.
-        self._stream.write(json.dumps(record.to_dict(), separators=(",", ":")) + "\n")
-        self._stream.flush()
-        self.written += 1
+        # SIGINT/SIGTERM are held back meanwhile, so that a line written is a line counted.
+        line = json.dumps(record.to_dict(), separators=(",", ":")) + "\n"
+        with _signals_held():
+            self._stream.write(line)
+            self._stream.flush()
+            self.written += 1
 
     def close(self) -> None:
         self._stream.close()
@@ -242,6 +245,19 @@ class EpisodeLog:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Delay SIGINT and SIGTERM until the block ends (main thread, POSIX; elsewhere a no-op)."""
+    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _check_run(run_path: Path, run: dict[str, Any]) -> None:

@@ -27,12 +27,17 @@ processes, one runner per process, jobs sent task by task).  Another backend imp
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import multiprocessing
+import os
+import queue
+import signal
+import sys
+import threading
 import time
+import traceback
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -51,6 +56,7 @@ __all__ = [
     "RolloutSpec",
     "SerialExecutor",
     "attempt_seed",
+    "die_with_parent",
     "expert_match_of",
     "game_of",
     "make_executor",
@@ -353,13 +359,18 @@ class EpisodeRunner:
         self.policy = spec.make_policy()
         self.envs: list[gym.Env] = list(envs or [])
 
-    def run(self, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None) -> list[EpisodeRecord]:
-        """The records of ``jobs`` in their order; ``on_record`` is called as each episode ends."""
+    def run(self, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None,
+            stop: Callable[[], bool] | None = None) -> list[EpisodeRecord]:
+        """The records of ``jobs`` in their order; ``on_record`` is called as each episode ends.
+
+        ``stop``: asked before every round; once it answers true the episodes still running are
+        abandoned and the records of the unfinished jobs are ``None`` (a pool worker's shutdown).
+        """
         pending = deque(enumerate(jobs))
         free = list(self.envs)
         running: list[_EpisodeInFlight] = []
         records: list[EpisodeRecord | None] = [None] * len(jobs)
-        while pending or running:
+        while (pending or running) and not (stop is not None and stop()):
             while pending and len(running) < self.spec.concurrency:
                 index, job = pending.popleft()
                 running.append(_EpisodeInFlight(index, job, free.pop() if free else self._new_env(), self.policy,
@@ -436,10 +447,6 @@ def _init_worker(spec: RolloutSpec) -> None:
     _worker_state["runner"] = EpisodeRunner(spec)
 
 
-def _run_chunk(jobs: list[EpisodeJob]) -> list[EpisodeRecord]:
-    return _worker_state["runner"].run(jobs)
-
-
 class ProcessPoolExecutor:
     """Runs jobs in ``workers`` processes; each process runs them with one :class:`EpisodeRunner`.
 
@@ -450,7 +457,23 @@ class ProcessPoolExecutor:
     processes inherit envs registered at run time — else the platform default).  With
     ``"fork"`` one env is built in this process before the pool starts, so that module-level
     caches it fills (e.g. loaded game files) are inherited rather than rebuilt per worker.
+
+    Records come back as episodes finish (a few per message, at least every
+    ``FLUSH_SECONDS``), so ``on_record`` sees them while chunks are still running.
+
+    Stopping: SIGINT (Ctrl-C) or SIGTERM during :meth:`run` (main thread), or a
+    ``KeyboardInterrupt`` raised by ``on_record``, tells every worker to stop after its current
+    episode; the episodes finished by then are still passed to ``on_record`` (so an episode log
+    keeps every one of them), workers still busy after ``STOP_SECONDS`` are terminated, and
+    ``KeyboardInterrupt("signal SIGINT")`` is raised.  A second signal stops at once.  Workers
+    ignore SIGINT (the terminal sends it to the whole process group; this process coordinates)
+    and die with this process even when it is killed with SIGKILL (:func:`die_with_parent`).
     """
+
+    #: Longest a worker holds finished records before sending them.
+    FLUSH_SECONDS = 0.2
+    #: Longest :meth:`run` waits for busy workers after a stop before terminating them.
+    STOP_SECONDS = 1.5
 
     def __init__(self, workers: int, start_method: str | None = None, chunks_per_worker: int = 4) -> None:
         if workers < 1:
@@ -466,24 +489,275 @@ class ProcessPoolExecutor:
     def run(
         self, spec: RolloutSpec, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None
     ) -> list[EpisodeRecord]:
+        if len(set(jobs)) != len(jobs):
+            raise ValueError("jobs must not repeat: a record is kept per (task, attempt, budget)")
         chunks = _chunks_of_tasks(jobs, self.workers * self.chunks_per_worker)
+        if not chunks:
+            return []
         context = multiprocessing.get_context(self.start_method)
         if context.get_start_method() == "fork":
             # Build one env here first: forked workers inherit what it loaded and cached at
             # module level (game files, parsed grammars) instead of each loading it again.
             spec.make_env().close()
+        pool = _Pool(context, spec, chunks, min(self.workers, len(chunks)), self.FLUSH_SECONDS)
         done: dict[EpisodeJob, EpisodeRecord] = {}
-        with concurrent.futures.ProcessPoolExecutor(
-            max_workers=min(self.workers, max(len(chunks), 1)), mp_context=context,
-            initializer=_init_worker, initargs=(spec,),
-        ) as pool:
-            futures = {pool.submit(_run_chunk, chunk): chunk for chunk in chunks}
-            for future in concurrent.futures.as_completed(futures):
-                for job, record in zip(futures[future], future.result()):
-                    done[job] = record
-                    if on_record is not None:
-                        on_record(record)
+        with _StopSignals() as signals:
+            try:
+                pool.start()
+                stopped = self._collect(pool, signals, done, len(jobs), on_record)
+            finally:
+                pool.close()
+        if stopped is not None:
+            raise KeyboardInterrupt(stopped)
         return [done[job] for job in jobs]
+
+    def _collect(self, pool: _Pool, signals: _StopSignals, done: dict[EpisodeJob, EpisodeRecord], expected: int,
+                 on_record: RecordCallback | None) -> str | None:
+        """Receive records until all are in (``None``) or a stop (its reason, after saving what finished)."""
+        stopped: str | None = None
+        deadline = float("inf")
+        while len(done) < expected and not pool.all_done():
+            if stopped is None and signals.received is not None:
+                stopped, deadline = f"signal {signals.received}", time.monotonic() + self.STOP_SECONDS
+                pool.stop()
+            if stopped is not None and (time.monotonic() > deadline or signals.count > 1):
+                break  # busy workers are terminated by pool.close(); their current episodes are lost
+            for job, record in pool.receive(timeout=0.05):
+                done[job] = record
+                if on_record is None:
+                    continue
+                try:
+                    with signals.deferred():  # a signal never splits "saved" from "counted"
+                        on_record(record)
+                except KeyboardInterrupt as e:  # the caller asks to stop: keep what finishes meanwhile
+                    if stopped is None:
+                        stopped, deadline = str(e) or "KeyboardInterrupt", time.monotonic() + self.STOP_SECONDS
+                        pool.stop()
+        return stopped
+
+
+_RECORDS, _ERROR, _DONE = "records", "error", "done"
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Make this (worker) process end when ``parent_pid`` does, even if it is killed with SIGKILL.
+
+    Linux: ``prctl(PR_SET_PDEATHSIG, SIGKILL)`` — the kernel kills this process when the thread
+    that started it exits — then a check that the parent did not already die before that call.
+    Elsewhere: a daemon thread that polls the parent pid twice a second.  Also puts SIGTERM back
+    to its default action (a forked worker inherits the parent's Python handler, which would
+    make ``kill`` raise ``KeyboardInterrupt`` somewhere in an episode instead of ending it) and
+    ignores SIGINT (Ctrl-C reaches every process of the terminal's group; the parent decides).
+
+    Example:
+        >>> import multiprocessing, os
+        >>> worker = multiprocessing.get_context("fork").Process(target=die_with_parent, args=(os.getpid(),))
+        >>> worker.start(); worker.join(); worker.exitcode
+        0
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        pr_set_pdeathsig = 1
+        if libc.prctl(pr_set_pdeathsig, int(signal.SIGKILL), 0, 0, 0) == 0:
+            if os.getppid() != parent_pid:  # the parent died before the call: nobody would signal us
+                os._exit(1)
+            return
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="die-with-parent", daemon=True).start()
+
+
+def _pool_worker(spec: RolloutSpec, parent_pid: int, chunks: Any, results: Any, stop: Any,
+                 flush_seconds: float) -> None:
+    """A pool process: build the env and policy, run chunks until the sentinel or ``stop``, stream the records."""
+    die_with_parent(parent_pid)
+    buffer: list[tuple[EpisodeJob, EpisodeRecord]] = []
+    lock = threading.Lock()
+
+    def flush() -> None:
+        nonlocal buffer
+        with lock:
+            if buffer:
+                results.put((_RECORDS, buffer))
+                buffer = []
+
+    def flush_on_stop() -> None:  # the records finished before a stop leave even if an episode is still running
+        while not stop.value:
+            time.sleep(0.02)  # polled: an Event's set() blocks on waiters that died (multiprocessing)
+        flush()
+
+    threading.Thread(target=flush_on_stop, name="flush-on-stop", daemon=True).start()
+    last_flush = time.monotonic()
+    try:
+        _init_worker(spec)
+
+        def finished(record: EpisodeRecord) -> None:
+            nonlocal last_flush
+            with lock:
+                buffer.append((EpisodeJob(record.task, record.attempt, record.budget), record))
+            if time.monotonic() - last_flush >= flush_seconds:
+                flush()
+                last_flush = time.monotonic()
+
+        while not stop.value:
+            chunk = chunks.get()
+            if chunk is None:
+                break
+            _worker_state["runner"].run(chunk, finished, stop=lambda: bool(stop.value))
+    except BaseException as e:  # a bug in the env or the policy: the parent raises it
+        flush()
+        results.put((_ERROR, _transportable(e)))
+    finally:
+        flush()
+        results.put((_DONE, None))
+        runner = _worker_state.get("runner")
+        if runner is not None:
+            try:
+                runner.close()
+            except Exception:  # closing is best effort once the records are out
+                pass
+
+
+def _transportable(error: BaseException) -> BaseException:
+    """``error`` if it pickles (the parent re-raises it), else a RuntimeError with its traceback."""
+    import pickle
+
+    try:
+        pickle.dumps(error)
+        return error
+    except Exception:
+        text = "".join(traceback.format_exception(type(error), error, error.__traceback__))
+        return RuntimeError(f"a worker failed:\n{text}")
+
+
+class _Pool:
+    """The worker processes of one :meth:`ProcessPoolExecutor.run`, their queues and the stop event."""
+
+    def __init__(self, context: Any, spec: RolloutSpec, chunks: list[list[EpisodeJob]], workers: int,
+                 flush_seconds: float) -> None:
+        self._chunks, self._results, self._stop = context.Queue(), context.Queue(), context.RawValue("b", 0)
+        for chunk in chunks:
+            self._chunks.put(chunk)
+        for _ in range(workers):
+            self._chunks.put(None)
+        args = (spec, os.getpid(), self._chunks, self._results, self._stop, flush_seconds)
+        self._processes = [context.Process(target=_pool_worker, args=args, daemon=True, name=f"agentgym-worker-{i}")
+                           for i in range(workers)]
+        self._done = 0
+
+    def start(self) -> None:
+        for process in self._processes:
+            process.start()
+
+    def stop(self) -> None:
+        self._stop.value = 1
+
+    def all_done(self) -> bool:
+        return self._done == len(self._processes)
+
+    def receive(self, timeout: float) -> list[tuple[EpisodeJob, EpisodeRecord]]:
+        """The records that arrive within ``timeout`` (a worker's error is raised here)."""
+        received: list[tuple[EpisodeJob, EpisodeRecord]] = []
+        end = time.monotonic() + timeout
+        while True:
+            try:
+                kind, payload = self._results.get(timeout=max(end - time.monotonic(), 0.0) if not received else 0.0)
+            except queue.Empty:
+                break
+            if kind == _RECORDS:
+                received.extend(payload)
+            elif kind == _DONE:
+                self._done += 1
+            else:
+                self.stop()
+                raise payload
+        if not received and not self.all_done():
+            dead = [p for p in self._processes if p.exitcode not in (None, 0)]
+            if dead:
+                self.stop()
+                raise RuntimeError(f"worker process {dead[0].name} died (exit code {dead[0].exitcode}) before "
+                                   f"finishing its episodes")
+        return received
+
+    def close(self) -> None:
+        """Stop the workers: the ones still running after a short grace are terminated, then killed."""
+        self._stop.value = 1
+        started = [process for process in self._processes if process.pid is not None]
+        grace = time.monotonic() + 0.2
+        for process in started:
+            process.join(timeout=max(grace - time.monotonic(), 0.0))
+        for process in started:
+            if process.is_alive():
+                process.terminate()
+        for process in started:
+            process.join(timeout=1.0)
+            if process.is_alive():
+                process.kill()
+                process.join()
+        for q in (self._chunks, self._results):
+            q.cancel_join_thread()  # never block on items nobody will read
+            q.close()
+
+
+class _StopSignals:
+    """During :meth:`ProcessPoolExecutor.run` (main thread): SIGINT/SIGTERM only *request* a stop.
+
+    A second signal raises ``KeyboardInterrupt`` at once.  :meth:`deferred` holds signals back
+    while a record is saved, so a stop never falls between writing a record and counting it.
+    """
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+        self.count = 0
+        self._active = threading.current_thread() is threading.main_thread()
+        self._previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _StopSignals:
+        if self._active:
+            for signum in (signal.SIGINT, signal.SIGTERM):
+                self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, previous in self._previous.items():
+            signal.signal(signum, previous)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if self.received is None:
+            self.received = signal.Signals(signum).name
+        if self.count > 2:
+            raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    def deferred(self) -> Any:
+        import contextlib
+
+        if not self._active or not hasattr(signal, "pthread_sigmask"):
+            return contextlib.nullcontext()
+        return _blocked_signals()
+
+
+def _blocked_signals() -> Any:
+    import contextlib
+
+    @contextlib.contextmanager
+    def block() -> Iterator[None]:
+        previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+    return block()
 
 
 def _chunks_of_tasks(jobs: Iterable[EpisodeJob], n_chunks: int) -> list[list[EpisodeJob]]:
