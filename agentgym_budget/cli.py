@@ -360,14 +360,9 @@ def _compare(args: argparse.Namespace) -> int:
     comparison = compare_results(a, b, resamples=args.bootstrap, seed=args.seed, labels=labels)
     level = f"{next(iter(comparison.passkt.values())).level:.0%}"
     console = Console()
-    table = Table(title=f"Pass@(K,T): {labels[1]} minus {labels[0]}, {a.n_tasks} paired tasks",
-                  caption=f"difference, under it its {level} paired bootstrap CI over tasks; * = CI excludes 0")
-    table.add_column("K \\ T", justify="right", style="bold")
-    for t in comparison.ts:
-        table.add_column(str(t), justify="right")
-    for k in comparison.ks:
-        table.add_row(str(k), *(_cell_text(comparison.passkt[(k, t)]) for t in comparison.ts))
-    console.print(table)
+    console.print(_grid_table(f"Pass@(K,T): {labels[1]} minus {labels[0]}, {a.n_tasks} paired tasks",
+                              f"difference, under it its {level} paired bootstrap CI over tasks; * = CI excludes 0",
+                              comparison.ks, comparison.ts, lambda k, t: _cell_text(comparison.passkt[(k, t)])))
     metrics = Table(title=f"Behaviour metrics: b = {labels[1]} minus a = {labels[0]}",
                     caption=f"paired over tasks (probes: over probes); {level} CI; * = CI excludes 0")
     for column in ("metric", "a", "b", "b - a [CI]"):
@@ -382,6 +377,19 @@ def _compare(args: argparse.Namespace) -> int:
     json_path.write_text(json.dumps(comparison.to_dict(), indent=1) + "\n")
     console.print(f"wrote {path}, {json_path}")
     return 0
+
+
+def _grid_table(title: str, caption: str, ks: Sequence[int], ts: Sequence[int], cell: Any) -> Any:
+    """A K x T ``rich`` table whose cell (k, t) reads ``cell(k, t)``."""
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption)
+    table.add_column("K \\ T", justify="right", style="bold")
+    for t in ts:
+        table.add_column(str(t), justify="right")
+    for k in ks:
+        table.add_row(str(k), *(cell(k, t) for t in ts))
+    return table
 
 
 def _fmt(value: float | None) -> str:
@@ -511,14 +519,9 @@ def _aggregate(args: argparse.Namespace) -> int:
         return f"{cell['mean']:.3f}{spread}{ci}"
 
     console = Console()
-    table = Table(title=f"Pass@(K,T) over {aggregate.runs} runs — {aggregate.env_id}",
-                  caption=f"mean sd (between runs) [{args.level:.0%} Student-t CI of the mean]")
-    table.add_column("K \\ T", justify="right", style="bold")
-    for t in aggregate.ts:
-        table.add_column(str(t), justify="right")
-    for k in aggregate.ks:
-        table.add_row(str(k), *(cell_text(aggregate.passkt[(k, t)]) for t in aggregate.ts))
-    console.print(table)
+    console.print(_grid_table(f"Pass@(K,T) over {aggregate.runs} runs — {aggregate.env_id}",
+                              f"mean sd (between runs) [{args.level:.0%} Student-t CI of the mean]",
+                              aggregate.ks, aggregate.ts, lambda k, t: cell_text(aggregate.passkt[(k, t)])))
     metrics = Table(title="Behaviour metrics over runs")
     metrics.add_column("metric")
     metrics.add_column("mean sd [CI]", justify="right")

@@ -97,3 +97,20 @@ def test_parse_action(reply: str, expected: str) -> None:
 
 def test_parse_action_without_admissible_list() -> None:
     assert parse_action("Action: Open Door.") == "Open Door"
+
+
+def test_a_plain_policy_is_copied_only_for_episodes_in_flight_together() -> None:
+    from agentgym_budget.policies import as_batch_policy
+
+    class Uncopyable(ExpertPolicy):
+        def __deepcopy__(self, memo):
+            raise RuntimeError("holds a live model")
+
+    prototype = Uncopyable()
+    batch = as_batch_policy(prototype)
+    first = batch.start(seed=0)
+    assert first is prototype  # one episode at a time: the policy itself, never a copy
+    batch.release(first)
+    assert batch.start(seed=1) is prototype
+    with pytest.raises(TypeError, match="cannot be copied for several episodes in flight.*concurrency=1"):
+        batch.start(seed=2)  # a second episode while the first still runs

@@ -99,23 +99,33 @@ class BatchPolicy(Protocol):
 class SequentialBatchPolicy:
     """A :class:`Policy` as a :class:`BatchPolicy`: one copy of the policy per episode in flight.
 
-    Each episode's state is a copy of the prototype policy, reset with the episode's seed and
-    asked for its actions one by one, so the actions are exactly those of the policy run alone
-    (batching a plain policy changes nothing but the order of calls).  Copies are made with
-    ``copy.deepcopy`` only while more episodes are in flight than copies exist: a copy handed
-    back with :meth:`release` (the evaluator does, when an episode ends) serves the next one.
+    Each episode's state is a copy of the policy, reset with the episode's seed and asked for
+    its actions one by one, so the actions are exactly those of the policy run alone (batching
+    a plain policy changes nothing but the order of calls).  The first episode in flight plays
+    with the policy object itself; ``copy.deepcopy`` makes another only while more episodes
+    are in flight than copies exist, and a copy handed back with :meth:`release` (the
+    evaluator does, when an episode ends) serves the next one.  So one episode at a time never
+    copies anything (a policy holding e.g. a torch model that cannot be deep-copied still runs).
     """
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.name = policy.name
         self.reads_budget = policy.reads_budget
-        self._free: list[Policy] = []
+        self._free: list[Policy] = [policy]
 
     def start(self, seed: int) -> Policy:
-        episode_policy = self._free.pop() if self._free else copy.deepcopy(self.policy)
+        episode_policy = self._free.pop() if self._free else self._copy()
         episode_policy.reset(seed=seed)
         return episode_policy
+
+    def _copy(self) -> Policy:
+        try:
+            return copy.deepcopy(self.policy)
+        except Exception as e:
+            raise TypeError(
+                f"policy {self.name!r} cannot be copied for several episodes in flight ({type(e).__name__}: {e}); "
+                "run one episode at a time (concurrency=1) or give it act_batch/start (a BatchPolicy)") from e
 
     def release(self, state: Policy) -> None:
         """The episode played with ``state`` is over: reuse its copy."""

@@ -267,7 +267,6 @@ class HFChatBackend:
 
     def _padded_cache(self, reused: list[_Prefix | None], width: int, device: Any) -> Any:
         """A ``DynamicCache`` of the reused prefixes, right-aligned in ``width`` positions."""
-        torch = self._torch
         transformers = require("transformers", "llm", "the hf policy")
         template = next(r for r in reused if r is not None).kv
         layers = []
