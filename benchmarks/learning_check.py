@@ -4,7 +4,7 @@ On ``KeyDoor`` (take the key, open the door of the task's colour; 3 commands, 2-
 
 1. build the offline tiny model (2-layer Qwen2, BPE tokenizer from the env's text);
 2. *format warm-up*: supervised steps that clone a **uniformly random** policy (replies
-   ``" I should <c>.\\nAction: <c>"`` with ``c`` random among the admissible commands) — the
+   ``"Thought: I should <c>.\\nAction: <c>"`` with ``c`` random among the admissible commands) — the
    model learns the reply format, nothing about which door is right;
 3. measure the success rate of that untrained policy with the evaluator (Pass@(1,T) on
    evaluation task seeds — other seeds than training's, but KeyDoor's 24 set-ups all occur
@@ -29,9 +29,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 def success_rates(model, tokenizer, config, tasks: int, attempts: int, ts: tuple[int, ...]) -> dict[int, float]:
     from agentgym_budget.eval import evaluate
-    from agentgym_budget.train.rollout import LMPolicy
+    from agentgym_budget.train.rollout import training_policy
 
-    policy = LMPolicy(model, tokenizer, config)
+    policy = training_policy(model, tokenizer, config)
     result = evaluate("KeyDoor-Budget-v0", policy, ks=(1,), ts=ts, tasks=tasks, attempts=attempts,
                       seed=config.eval_seed, env_kwargs={"show_budget": config.show_budget}, bootstrap=0)
     return {t: result.value(1, t) for t in ts}
@@ -55,7 +55,8 @@ def main() -> None:
     import torch
 
     from agentgym_budget.train import TrainConfig, Trainer
-    from agentgym_budget.train.tiny_model import format_warmup, tiny_model_and_tokenizer
+    from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+    from agentgym_budget.train.warmup import format_warmup
 
     torch.set_num_threads(1)
     out = Path(args.out)

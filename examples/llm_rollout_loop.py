@@ -5,16 +5,16 @@ your own) runs around a text env, written out once:
 
     envs      make_text_vector_env(...)  AsyncVectorEnv, one process per env, NEXT_STEP autoreset
               under TurnBudget(show_budget=True) (the budget is in the text) and ProcessReward
-    prompt    agentgym_budget.policies.prompting.build_prompt(history, task, admissible)
-    generate  YOUR MODEL: list of prompts -> list of completions  (see ``make_generate``)
+    prompt    agentgym_budget.policies.prompting.build_messages(task, history, admissible=...)
+    generate  YOUR MODEL: list of conversations -> list of completions  (see ``make_generate``)
     act       parse_action(completion, admissible) -> env.step(list of commands)
     output    one record per turn (prompt, completion, outcome and process reward) and per
               episode (return, won, turns, GRPO-style group-normalised advantage) as JSONL
 
 It runs offline: ``--generator stand-in`` (default) is a stand-in "model" that answers with a
-random listed command; ``--generator tiny-hf`` runs a tiny randomly initialised Hugging Face
-causal LM through ``transformers``' ``generate`` (the exact code path of a real model; the
-actions are nonsense).  Plug a real model in ``make_generate``.
+random listed command; ``--generator tiny-hf`` runs the tiny offline Hugging Face model
+through the project's batched chat backend (the code path of a real local model; the model is
+untrained, so the actions are nonsense).  Plug a real model in ``make_generate``.
 
 Run:
     python examples/llm_rollout_loop.py --episodes 16 --num-envs 4
@@ -36,10 +36,11 @@ import numpy as np
 
 import agentgym_budget  # noqa: F401  (registers the env ids)
 from agentgym_budget.integrations.vector import make_text_vector_env
-from agentgym_budget.policies.prompting import build_prompt, parse_action
+from agentgym_budget.policies.chat import Message
+from agentgym_budget.policies.prompting import build_messages, parse_action
 from agentgym_budget.wrappers import ProcessReward
 
-Generate = Callable[[list[str]], list[str]]
+Generate = Callable[[list[list[Message]]], list[str]]
 
 
 @dataclass
@@ -60,38 +61,34 @@ class Args:
 _COMMANDS = re.compile(r"^Available commands: (.*)$", re.MULTILINE)
 
 
-def make_generate(name: str, seed: int) -> Generate:
-    """``prompts -> completions``.  Replace this with your model.
+def make_generate(name: str, seed: int, env_id: str) -> Generate:
+    """``conversations -> completions``.  Replace this with your model.
 
-    With ``transformers``: tokenise the prompts (left padding), ``model.generate(...)``,
-    decode the new tokens.  With vLLM: ``[o.outputs[0].text for o in llm.generate(prompts, params)]``.
+    With a local ``transformers`` model: ``HFChatBackend(model, tokenizer).complete(...)`` (as
+    ``tiny-hf`` does: one left-padded batch, KV cache).  With a served model:
+    ``OpenAIChatBackend(model, base_url=...)`` from ``agentgym_budget.policies.served``.
     Inside TRL's ``GRPOTrainer(rollout_func=...)`` the trainer's own generation is used and
     token ids / logprobs are returned with the completions (see docs/integrations.md).
     """
     rng = np.random.default_rng(seed)
     if name == "stand-in":
-        def generate(prompts: list[str]) -> list[str]:
+        def generate(conversations: list[list[Message]]) -> list[str]:
             completions = []
-            for prompt in prompts:
-                commands = _COMMANDS.findall(prompt)[-1].split(", ")
+            for messages in conversations:
+                commands = _COMMANDS.findall(messages[-1]["content"])[-1].split(", ")
                 completions.append(f"I will try something.\nAction: {commands[int(rng.integers(len(commands)))]}")
             return completions
         return generate
     if name == "tiny-hf":
-        import torch
+        from agentgym_budget.policies.chat import Sampling
+        from agentgym_budget.policies.hf import HFChatBackend
+        from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
 
-        from agentgym_budget.policies.hf import tiny_random_lm
+        backend = HFChatBackend(*tiny_model_and_tokenizer(env_id.replace("-Budget", ""), seed=seed))
 
-        model, tokenizer = tiny_random_lm(seed=seed)
-        tokenizer.padding_side = "left"
-        torch.manual_seed(seed)
-
-        def generate(prompts: list[str]) -> list[str]:
-            batch = tokenizer(prompts, return_tensors="pt", padding=True, truncation=True, max_length=256)
-            with torch.no_grad():
-                output = model.generate(**batch, max_new_tokens=12, do_sample=True,
-                                        pad_token_id=tokenizer.pad_token_id or tokenizer.eos_token_id)
-            return tokenizer.batch_decode(output[:, batch["input_ids"].shape[1]:], skip_special_tokens=True)
+        def generate(conversations: list[list[Message]]) -> list[str]:
+            seeds = rng.integers(2**31, size=len(conversations)).tolist()
+            return [c.text for c in backend.complete(conversations, seeds, Sampling(temperature=1.0, max_new_tokens=12))]
         return generate
     raise ValueError(f"unknown generator {name!r}; use 'stand-in' or 'tiny-hf'")
 
@@ -107,7 +104,7 @@ def collect(args: Args, generate: Generate) -> tuple[list[dict[str, Any]], list[
     envs = make_text_vector_env(args.env_id, args.num_envs, budget=args.budget, show_budget=True,
                                 wrappers=wrappers, **args.env_kwargs)
     observations, infos = envs.reset(seed=args.seed)
-    histories: list[list[tuple[str, str | None]]] = [[(obs, None)] for obs in observations]
+    histories: list[list[tuple[str, str]]] = [[] for _ in observations]
     turns: list[list[dict[str, Any]]] = [[] for _ in range(args.num_envs)]
     finished = np.zeros(args.num_envs, dtype=bool)  # NEXT_STEP autoreset: the next step is a reset step
     episode_ids = list(range(args.num_envs))
@@ -118,18 +115,18 @@ def collect(args: Args, generate: Generate) -> tuple[list[dict[str, Any]], list[
     episode_records: list[dict[str, Any]] = []
     try:
         while done_count.min() < quota:
-            prompts = [build_prompt(histories[i], task=infos["task"][i], admissible=infos["admissible_commands"][i])
-                       for i in range(args.num_envs)]
+            prompts = [build_messages(infos["task"][i], [*histories[i], (observations[i], None)],
+                                      admissible=infos["admissible_commands"][i]) for i in range(args.num_envs)]
             completions = generate(prompts)  # <- the model
             actions = [parse_action(completions[i], infos["admissible_commands"][i]) for i in range(args.num_envs)]
+            shown = observations
             observations, rewards, terminations, truncations, infos = envs.step(actions)
             for i in range(args.num_envs):
                 if finished[i]:  # this step reset env i: its action was ignored, a new episode starts
-                    histories[i], turns[i], finished[i] = [(observations[i], None)], [], False
+                    histories[i], turns[i], finished[i] = [], [], False
                     episode_ids[i], next_episode = next_episode, next_episode + 1
                     continue
-                histories[i][-1] = (histories[i][-1][0], actions[i])
-                histories[i].append((observations[i], None))
+                histories[i].append((shown[i], completions[i]))
                 turns[i].append({
                     "episode": episode_ids[i], "turn": int(infos["turn"][i]), "prompt": prompts[i],
                     "completion": completions[i], "action": actions[i], "reward": float(rewards[i]),
@@ -165,7 +162,7 @@ def add_group_advantages(episodes: list[dict[str, Any]]) -> None:
 
 
 def main(args: Args) -> dict[str, Any]:
-    turn_records, episode_records = collect(args, make_generate(args.generator, args.seed))
+    turn_records, episode_records = collect(args, make_generate(args.generator, args.seed, args.env_id))
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "turns.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turn_records))

@@ -160,3 +160,62 @@ def test_multi_point_step_curriculum_like_scaling_inter():
     schedule = CurriculumBudget(((0, 10), (100, 20), (200, 30)), interpolation="step")
     assert [schedule.value_at(p) for p in (0, 99, 100, 150, 200, 10_000)] == [10, 10, 20, 20, 30, 30]
     assert schedule.max_budget == 30
+
+
+BIG = 10**4400  # more digits than Python converts to or from a string
+
+
+@pytest.mark.parametrize(
+    ("spec", "kwargs", "match"),
+    [
+        ("mix", {"budgets": 10}, "budgets= must be a sequence"),
+        ("mix", {"budgets": (10, 20), "weights": 5}, "weights must be a sequence"),
+        ("mix", {"budgets": (10, 20), "weights": (None, 1)}, "a weight must be a real number"),
+        ("curriculum", {"schedule": [5]}, "a schedule point must be a sequence"),
+        ("curriculum", {"schedule": [("a", 10)]}, "progress must be a real number"),
+        ("curriculum", {"schedule": [(0, BIG)]}, "1..1000000"),
+        ("uniform:1-" + str(10**27), {}, "largest budget, 1000000"),
+        ("curriculum:10->" + str(10**30) + "@100", {}, "largest budget, 1000000"),
+        ("9" * 4400, {}, "largest budget, 1000000"),
+        (BIG, {}, "over 4000 digits"),
+        (1_000_001, {}, "1..1000000"),
+        ("mix:١٠", {}, "bad part '١٠'"),  # Arabic-Indic digits are not 10
+        ("١٠", {}, "bad part '١٠'"),
+        ("mix:", {}, "empty set"),
+        ("mix", {"progress_unit": "bogus"}, "progress_unit must be"),
+        ("30", {"interpolation": "bogus"}, "interpolation must be"),
+    ],
+    ids=lambda v: v if isinstance(v, str) and len(v) < 30 else type(v).__name__,  # repr(BIG) would fail
+)
+def test_wrong_types_and_absurd_sizes_are_value_errors_up_front(spec, kwargs, match):
+    with pytest.raises(ValueError, match=match) as excinfo:
+        parse_budget_spec(spec, **kwargs)
+    assert len(str(excinfo.value)) < 600  # the message never echoes a huge argument whole
+
+
+def test_largest_budget_is_accepted_and_drawn():
+    assert parse_budget_spec("uniform:1-1000000").sample(np.random.default_rng(0), 0) in range(1, 1_000_001)
+    assert parse_budget_spec("fixed:0005") == FixedBudget(5)
+
+
+def test_budget_template_must_be_a_string():
+    import gymnasium as gym
+
+    import agentgym_budget  # noqa: F401
+
+    with pytest.raises(ValueError, match="budget_template must be a str"):
+        gym.make("KeyDoor-Budget-v0", budget_template=5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.integers(), st.text(alphabet="0123456789-:,>@ mixuniformcurriculum١٠", max_size=30)),
+       st.one_of(st.none(), st.integers(), st.lists(st.one_of(st.none(), st.integers(), st.text(max_size=2)),
+                                                     max_size=3)))
+def test_any_spec_and_option_raise_only_value_error(spec, option):
+    for kwargs in ({"budgets": option}, {"weights": option}, {"schedule": option}, {}):
+        try:
+            schedule = parse_budget_spec(spec, **kwargs)
+        except ValueError:
+            continue
+        assert 1 <= schedule.max_budget <= 1_000_000
+        schedule.sample(np.random.default_rng(0), 0)

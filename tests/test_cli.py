@@ -80,10 +80,101 @@ def test_importing_the_package_cli_and_eval_stays_light() -> None:
     assert out.strip() == "[]"
 
 
-def test_eval_with_the_hf_policy_on_a_tiny_random_model(tmp_path, capsys) -> None:
+def test_eval_with_the_hf_policy_on_the_tiny_model_batched(tmp_path, capsys) -> None:
     pytest.importorskip("transformers")
-    args = ["eval", "--env", "KeyDoor-Budget-v0", "--k", "1", "--t", "2", "--tasks", "1", "--no-progress", "--no-plots",
-            "--policy", "hf", "--policy-arg", "model=tiny-random", "--policy-arg", "max_new_tokens=4",
-            "--out", str(tmp_path)]
+    args = ["eval", "--env", "KeyDoor-Budget-v0", "--k", "1,2", "--t", "2", "--tasks", "3", "--no-progress",
+            "--no-plots", "--policy", "hf", "--policy-arg", "model=tiny", "--policy-arg", "tiny_env=KeyDoor-v0",
+            "--policy-arg", "max_new_tokens=4", "--batch-size", "4", "--out", str(tmp_path)]
     assert main(args) == 0
-    assert "hf(tiny-random)" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "hf(tiny)" in out and "concurrency=4" in out and "completion" in out
+    result = json.loads((tmp_path / "passkt.json").read_text())
+    assert result["config"]["concurrency"] == 4 and 0 < result["usage"]["completion_tokens"] <= 6 * 2 * 4
+
+
+BASE = ["eval", "--env", "KeyDoor-Budget-v0", "--k", "1", "--t", "2", "--tasks", "2", "--bootstrap", "10",
+        "--no-progress", "--no-plots"]
+
+
+def _run_cli(argv, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's usage errors
+        code = e.code
+    err = capsys.readouterr().err
+    return code, err
+
+
+@pytest.mark.parametrize(
+    ("extra", "names"),
+    [
+        (["--env", "Nope-v0"], ["'Nope-v0'", "KeyDoor-Budget-v0"]),
+        (["--env", "CartPole-v1"], ["CartPole-v1", "not a text env"]),
+        (["--policy-arg", "q=1"], ["'q'", "its options: p"]),
+        (["--policy", "nope"], ["'nope'", "noisy-expert"]),
+        (["--env-arg", "bogus=1"], ["bogus", "cannot be built"]),
+        (["--env-arg", "=1"], ["'=1'", "KEY=VALUE"]),
+        (["--k", "0"], ["got 0", ">= 1"]),
+        (["--k", "١"], ["'١'", "integers >= 1"]),
+        (["--t", "2,x"], ["'2,x'", "integers >= 1"]),
+        (["--bootstrap", "-1"], ["-1", "0..1,000,000"]),
+        (["--bootstrap", "100000000"], ["100000000", "0..1,000,000"]),
+        (["--tasks", "100000000"], ["100000000", "1..1,000,000"]),
+        (["--tasks", "900000", "--attempts", "8"], ["7,200,000 episodes", "1,000,000"]),
+        (["--t", "100000000"], ["T=100000000", "1000000"]),
+        (["--workers", "100000"], ["100000", "1..256"]),
+        (["--seed", "-1"], ["-1", "0.."]),
+        (["--tasks", "9" * 5000], ["5000 characters", "1..1,000,000"]),
+        (["--resume", "--overwrite"], ["--resume and --overwrite"]),
+    ],
+)
+def test_every_eval_mistake_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, extra, names):
+    out = tmp_path / "out"
+    code, err = _run_cli([*BASE, "--out", str(out), *extra], capsys)
+    assert code == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    for name in names:
+        assert name in err, (name, err)
+    assert not out.exists()  # nothing written, not even the folder
+
+
+def test_bad_out_folders_are_one_line_errors(tmp_path, capsys):
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    code, err = _run_cli([*BASE, "--out", str(afile)], capsys)
+    assert code == 2 and "is a file" in err and afile.read_text() == "x"
+    (tmp_path / "pj" / "passkt.json").mkdir(parents=True)
+    code, err = _run_cli([*BASE, "--out", str(tmp_path / "pj")], capsys)
+    assert code == 2 and "passkt.json is a folder" in err
+    assert sorted(p.name for p in (tmp_path / "pj").iterdir()) == ["passkt.json"]
+
+
+def test_rerun_without_resume_refuses_then_overwrite_replaces(tmp_path, capsys):
+    assert main([*BASE, "--out", str(tmp_path)]) == 0
+    before = (tmp_path / "episodes.jsonl").read_text()
+    code, err = _run_cli([*BASE, "--out", str(tmp_path), "--seed", "1"], capsys)
+    assert code == 2 and "--resume continues it" in err and "--overwrite replaces it" in err
+    assert (tmp_path / "episodes.jsonl").read_text() == before
+    assert main([*BASE, "--out", str(tmp_path), "--seed", "1", "--overwrite"]) == 0
+    assert json.loads((tmp_path / "passkt.json").read_text())["seed"] == 1
+
+
+def test_compare_mistakes_are_one_line_errors(tmp_path, capsys):
+    (tmp_path / "list.json").write_text("[1, 2]")
+    (tmp_path / "partial.json").write_text('{"env_id": "x"}')
+    for bad in ("list.json", "partial.json", "missing.json"):
+        code, err = _run_cli(["compare", str(tmp_path / bad), str(tmp_path / bad)], capsys)
+        assert code == 2 and bad in err and len(err.strip().splitlines()) == 1, err
+    assert main([*BASE, "--out", str(tmp_path / "a")]) == 0
+    assert main([*BASE, "--out", str(tmp_path / "b"), "--t", "2,4", "--policy", "expert"]) == 0
+    code, err = _run_cli(["compare", str(tmp_path / "a"), str(tmp_path / "b")], capsys)
+    assert code == 2 and "ts (2,) vs (2, 4)" in err and "--shared-cells" in err
+    folder = tmp_path / "plots"
+    folder.mkdir()
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--shared-cells", "--out", str(folder)]) == 0
+    captured = capsys.readouterr()
+    printed = "".join(captured.out.split())  # the console wraps long lines
+    assert (folder / "passkt_diff.png").stat().st_size > 0 and f"wrote{folder / 'passkt_diff.png'}" in printed
+    assert "shared cells only" in captured.err
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "diff")]) == 0
+    assert (tmp_path / "diff.png").is_file() and str(tmp_path / "diff.png") in "".join(capsys.readouterr().out.split())

@@ -1,4 +1,4 @@
-"""Baseline policies, the policy registry, prompt building and action parsing, the hf policy."""
+"""Baseline policies, the policy registry, prompt building and action parsing (LLM policies: test_llm_policy.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from agentgym_budget.policies import (
     NoisyExpertPolicy,
     Policy,
     RandomPolicy,
-    build_prompt,
+    build_messages,
     make_policy,
     parse_action,
     policy_names,
@@ -64,18 +64,18 @@ def test_noisy_expert_rejects_bad_p() -> None:
         NoisyExpertPolicy(p=1.5)
 
 
-def test_build_prompt_has_task_history_budget_and_commands() -> None:
-    history = [("You are at the start.", "go east"), ("You are at position 1.", None)]
-    prompt = build_prompt(history, task="walk east", budget_text="[Turns left: 4 of 5]", admissible=["go east", "look"])
-    lines = prompt.splitlines()
-    assert "Your task is to: walk east" in lines
-    assert lines.index("Observation: You are at the start.") < lines.index("Action: go east") < lines.index(
-        "Observation: You are at position 1.")
-    assert "[Turns left: 4 of 5]" in lines and "Available commands: go east, look" in lines
-    assert lines[-1] == "Thought:"
-    assert "Turns left" not in build_prompt(history, task="walk east")
-    short = build_prompt(history, task="t", max_turns_shown=1)
-    assert "You are at the start." not in short and "You are at position 1." in short
+def test_build_messages_has_task_history_budget_and_commands() -> None:
+    history = [("You are at the start.", "Thought: east.\nAction: go east"), ("You are at position 1.", None)]
+    messages = build_messages("walk east", history, budget_text="[Turns left: 4 of 5]", admissible=["go east", "look"])
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "user"]
+    assert messages[0]["content"].endswith("Your task is to: walk east")
+    assert messages[1]["content"] == "Observation: You are at the start."  # budget and commands: latest turn only
+    assert messages[2]["content"] == "Thought: east.\nAction: go east"
+    assert messages[3]["content"].splitlines() == [
+        "Observation: You are at position 1.", "[Turns left: 4 of 5]", "Available commands: go east, look"]
+    assert "Turns left" not in str(build_messages("walk east", history))
+    short = build_messages("t", history, max_turns_shown=1)
+    assert [m["role"] for m in short] == ["system", "user"] and "position 1" in short[1]["content"]
 
 
 @pytest.mark.parametrize(
@@ -86,6 +86,8 @@ def test_build_prompt_has_task_history_budget_and_commands() -> None:
         ("Action: `go eats`", "go east"),  # near miss snaps to the admissible command
         ("Action: fly to the moon", "fly to the moon"),  # kept: the env answers it in-game
         ("go east", "go east"),  # no Action: line -> first line
+        ("Thought: east is right\ngo east", "go east"),  # a ReAct thought is not the command
+        ("think: where is the key?", "think: where is the key?"),  # only a thought: passed on, answered in-game
         ("   \n", "look"),
     ],
 )
@@ -95,35 +97,3 @@ def test_parse_action(reply: str, expected: str) -> None:
 
 def test_parse_action_without_admissible_list() -> None:
     assert parse_action("Action: Open Door.") == "Open Door"
-
-
-def test_hf_policy_with_a_tiny_random_model_offline() -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    from agentgym_budget.policies.hf import HFPolicy, tiny_random_lm
-
-    model, tokenizer = tiny_random_lm(seed=0)
-    assert tokenizer.decode(tokenizer("go east 1")["input_ids"]) == "go east 1"
-    policy = make_policy("hf", model=model, tokenizer=tokenizer, max_new_tokens=6, show_budget=True)
-    assert isinstance(policy, HFPolicy) and policy.reads_budget
-    info = {**INFO, "turns_left": 3, "budget": 5}
-    assert "[Turns left: 3 of 5]" in policy.prompt("You are at the start.", info)
-    policy.reset(seed=0)
-    first = [policy.act("You are at the start.", info), policy.act("You are at position 1.", info)]
-    assert all(isinstance(a, str) and a for a in first)
-    assert "Action: " + first[0] in policy.prompt("next", info)  # the history is kept
-    policy.reset(seed=0)
-    assert [policy.act("You are at the start.", info), policy.act("You are at position 1.", info)] == first
-
-
-def test_hf_policy_greedy_decoding_and_generation_path() -> None:
-    pytest.importorskip("torch")
-    from agentgym_budget.policies.hf import HFPolicy, tiny_random_lm
-
-    model, tokenizer = tiny_random_lm(seed=1)
-    policy = HFPolicy(model, tokenizer, max_new_tokens=4, temperature=0.0, list_admissible=False)
-    assert not policy.reads_budget
-    assert "Available commands" not in policy.prompt("obs", INFO)
-    assert policy.generate("Thought:") == policy.generate("Thought:")
-    with pytest.raises(ValueError, match="temperature"):
-        HFPolicy(model, tokenizer, temperature=-1)

@@ -7,6 +7,8 @@ has, so that runs with more actors than cores are possible) and shut down at the
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -264,3 +266,31 @@ def test_trainer_with_ray_rollouts_learns_exactly_as_local(ray_instance, tmp_pat
     assert any(m["grad_norm"] > 0 for m in local_history)  # the weights did move: the comparison has teeth
     assert local_weights.keys() == ray_weights.keys()
     assert all(torch.equal(local_weights[name], ray_weights[name]) for name in local_weights)
+
+
+_LISTENERS_SCRIPT = """
+import os, subprocess, psutil
+from agentgym_budget.distributed import RayExecutor
+from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec
+with RayExecutor(actors=1, init_kwargs={"num_cpus": 1, "log_to_driver": False}) as executor:
+    executor.run(RolloutSpec("KeyDoor-Budget-v0", "expert", seed=0, max_budget=4), [EpisodeJob(0, 0, 4)])
+    pids = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}
+    lines = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True, check=True).stdout.splitlines()
+    for line in lines:
+        if any(f"pid={pid}," in line for pid in pids):
+            print(line.split()[3], line.split("users:")[-1])
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or not shutil.which("ss"), reason="needs Linux and ss")
+def test_local_ray_instance_listens_on_loopback_only(tmp_path):
+    # In a child: this module's own instance is started by the fixture, not by the executor.
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    done = subprocess.run([sys.executable, "-c", _LISTENERS_SCRIPT], capture_output=True, text=True, env=env,
+                          timeout=240, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    listeners = done.stdout.splitlines()
+    assert any("gcs_server" in line for line in listeners) and any("raylet" in line for line in listeners)
+    exposed = [line for line in listeners if not line.split()[0].rsplit(":", 1)[0] in
+               ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")]
+    assert not exposed, exposed

@@ -80,6 +80,18 @@ def test_invalid_actions_are_answered_in_game(env):
 
 
 @needs_scienceworld
+def test_lone_surrogates_are_answered_in_game(env):
+    # py4j cannot UTF-8-encode a lone surrogate: these raised Py4JError before the env replaced them.
+    env.reset(seed=1)
+    for action in ["\ud800", "look around\ud800", "\udfff\ud800x", "\udc80" * 1000]:
+        obs, reward, terminated, truncated, info = env.step(action)
+        assert env.observation_space.contains(obs) and obs.encode("utf-8")
+        assert reward == 0.0 and not terminated and not truncated
+    obs, *_ = env.step("look around")  # the simulator still plays
+    assert "This room is called" in obs
+
+
+@needs_scienceworld
 def test_random_episode_does_not_crash(env):
     _, info = env.reset(seed=0, options={"variation": 0})
     rng = np.random.default_rng(0)

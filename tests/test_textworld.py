@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -79,6 +80,34 @@ def test_guard_keeps_one_command_per_turn():
     for fine in ["take milk from fridge", "take milk from fridge.", "  go   north ", "", "examine the queen"]:
         assert refusal(fine) is None
     assert to_engine(" take\x00 milk  from fridge. ") == "take milk from fridge"
+
+    for escape in ["\\g", "  \\q", "\\help", "\\x", "\\boxed{take milk}", "look \\x"]:
+        assert "\\" not in to_engine(escape)
+
+
+# Run in a child with a wall-clock limit: before the fix, the interpreter looped for ever on these
+# (dumb-frotz escapes), printing to stderr without end and ignoring SIGINT.
+_BACKSLASH_SCRIPT = """
+import sys, gymnasium as gym, agentgym_budget
+env = gym.make("TextWorld-Budget-v0")
+obs, info = env.reset(seed=0)
+for action in ["\\\\g", "\\\\q", "\\\\help", "\\\\x", "   \\\\g", "\\\\boxed{go east}", "look \\\\x", "\\\\"]:
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert obs and not terminated, (action, obs)
+for _ in range(len(info["expert_plan"])):
+    obs, reward, terminated, truncated, info = env.step(info["expert_action"])
+print("WON" if info["won"] else "LOST")
+"""
+
+
+@needs_textworld
+def test_backslash_commands_do_not_hang_the_interpreter(cache):
+    try:
+        done = subprocess.run([sys.executable, "-c", _BACKSLASH_SCRIPT], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, timeout=120)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a backslash command hung the TextWorld interpreter (no answer within 120 s)")
+    assert done.returncode == 0 and done.stdout.strip() == "WON"
 
 
 # -- the envs on the real engine --------------------------------------------------------

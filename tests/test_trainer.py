@@ -3,13 +3,15 @@
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
 from agentgym_budget.train import TrainConfig, Trainer
 from agentgym_budget.train.grpo import TurnSample, collate, group_advantages
-from agentgym_budget.train.rollout import fit_prompt
-from agentgym_budget.train.tiny_model import format_warmup, tiny_model_and_tokenizer
+from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+from agentgym_budget.train.trainer import _numpy_rng_state, _set_numpy_rng_state, load_trainer_state
+from agentgym_budget.train.warmup import format_warmup
 
 torch.set_num_threads(1)
 
@@ -51,32 +53,13 @@ def test_collate_puts_only_action_tokens_in_the_loss():
     assert collate(samples, 0, "turn-mean")["weights"].tolist() == [0.5, 0.5, 1.0]
 
 
-# -- prompting ----------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def tiny():
-    return tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
-
-
-def test_fit_prompt_drops_the_oldest_turns_first_and_keeps_the_task(tiny):
-    _, tokenizer = tiny
-    history = [(f"observation number {i} " * 5, f"action {i}") for i in range(6)] + [("now", None)]
-    full = fit_prompt(tokenizer, history, "open the red door", None, max_prompt_tokens=10_000)
-    cut = fit_prompt(tokenizer, history, "open the red door", None, max_prompt_tokens=len(full) - 10)
-    text = tokenizer.decode(cut)
-    assert len(cut) <= len(full) - 10
-    assert "open the red door" in text and "observation number 0" not in text and "observation number 5" in text
-    shown = tokenizer.decode(fit_prompt(tokenizer, history, "t", None, 10_000, max_turns_shown=2))
-    assert "observation number 5" in shown and "observation number 4" not in shown
-    assert len(fit_prompt(tokenizer, [("x " * 500, None)], "t", None, max_prompt_tokens=50)) == 50
-
-
 # -- the whole loop -----------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def warm_model_path(tmp_path_factory):
     """A tiny model after a short format warm-up (random admissible commands), saved like a HF model."""
     path = tmp_path_factory.mktemp("warm_model")
     model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
-    format_warmup(model, tokenizer, "KeyDoor-v0", steps=40, batch_size=16, seed=0)
+    format_warmup(model, tokenizer, "KeyDoor-v0", steps=80, batch_size=16, seed=0)
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return str(path)
@@ -183,3 +166,30 @@ def test_cli_flags_map_onto_train_config():
     assert (config.env_id, config.budget, config.eval_ks, config.list_admissible) == ("ALFWorld-v0", "mix:10,20", (1, 2), False)
     assert config.max_turns_shown is None and config.env_kwargs == {"engine": "fast"} and config.kl_coef == 0.01
     assert config_from_arguments(parser.parse_args([])) == TrainConfig()
+
+
+class _Exploit:
+    """Unpickling this runs a shell command (what a crafted trainer_state.pt could do)."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return os.system, (f"touch {self.marker}",)
+
+
+def test_a_crafted_trainer_state_is_refused_not_run(tmp_path):
+    marker = tmp_path / "pwned"
+    torch.save({"update": 1, "payload": _Exploit(marker)}, tmp_path / "trainer_state.pt")
+    with pytest.raises(ValueError, match="refusing to load"):
+        load_trainer_state(tmp_path / "trainer_state.pt")
+    assert not marker.exists()
+    # What save_checkpoint writes does load that way (the numpy RNG state is stored as a tensor).
+    np.random.seed(5)
+    torch.save({"rng": _numpy_rng_state()}, tmp_path / "ok.pt")
+    expected = np.random.random(3)
+    np.random.seed(6)
+    _set_numpy_rng_state(load_trainer_state(tmp_path / "ok.pt")["rng"])
+    assert np.array_equal(np.random.random(3), expected)

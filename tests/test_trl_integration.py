@@ -108,7 +108,7 @@ def tiny_tool_model():
     """The project's tiny model, its tokenizer given TRL's Qwen2.5 template and the template's fixed
     phrases as tokens: the tiny tokenizer already makes the env's stock phrases a token or two, and
     this does the same for the template's, so a prompt is ~100 tokens and a tool call ~6 to learn."""
-    from agentgym_budget.train.tiny_model import build_tokenizer, env_corpus, tiny_model
+    from agentgym_budget.policies.tiny_model import build_tokenizer, env_corpus, tiny_model
 
     tokenizer = chatml_tool_tokenizer(build_tokenizer(env_corpus("ALFWorld-v0")))
     tokenizer.add_tokens(template_phrases(tokenizer))

@@ -35,7 +35,8 @@ def test_rollout_loop_collects_equal_episodes_per_env_with_both_rewards(tmp_path
         assert episode["turns"] <= episode["budget"]
         assert episode["return"] == pytest.approx(sum(t["outcome_reward"] + t["process_reward"] for t in own))
         assert episode["won"] == (episode["outcome"] == 1.0)
-    assert all("[Turns left:" in t["prompt"] and t["prompt"].endswith("Thought:") for t in turns)
+    # the prompt is the conversation: the budget the env shows is in the latest observation
+    assert all(t["prompt"][0]["role"] == "system" and "[Turns left:" in t["prompt"][-1]["content"] for t in turns)
     assert all(t["action"] in ("take key", "open red door", "open blue door", "open green door", "open yellow door")
                for t in turns)
 

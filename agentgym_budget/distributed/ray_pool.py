@@ -41,9 +41,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.eval.rollout import EpisodeJob, EpisodeRecord, RecordCallback, RolloutSpec, run_episode
+from agentgym_budget.eval.rollout import EpisodeJob, EpisodeRecord, EpisodeRunner, RecordCallback, RolloutSpec
 
-__all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray", "keep_sigterm_handler"]
+__all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray", "init_ray", "keep_sigterm_handler"]
 
 #: Chunks queued per actor, so that an actor never waits for the driver between chunks.
 CHUNKS_IN_FLIGHT_PER_ACTOR = 2
@@ -59,7 +59,7 @@ def import_ray() -> Any:
 
 
 class EpisodeWorker:
-    """The actor body: one env and one policy, rebuilt only when the run's spec changes.
+    """The actor body: one :class:`~agentgym_budget.eval.rollout.EpisodeRunner`, rebuilt when the run's spec changes.
 
     ``spec_box`` is ``[ObjectRef]`` (a list, so Ray does not resolve the reference on every
     call): the actor fetches the spec only when ``spec_key`` differs from the last one.
@@ -71,29 +71,26 @@ class EpisodeWorker:
         if setup is not None:
             setup()
         self._spec_key: str | None = None
-        self._spec: RolloutSpec | None = None
-        self._env: Any = None
-        self._policy: Any = None
+        self._runner: EpisodeRunner | None = None
 
     def run_chunk(self, spec_key: str, spec_box: list[Any], jobs: list[EpisodeJob]) -> list[EpisodeRecord]:
         if spec_key != self._spec_key:
             self._load(spec_key, spec_box[0])
-        assert self._spec is not None
-        return [run_episode(self._env, self._policy, self._spec.seed, job) for job in jobs]
+        assert self._runner is not None
+        return self._runner.run(jobs)
 
     def _load(self, spec_key: str, spec_ref: Any) -> None:
         import ray
 
         spec: RolloutSpec = ray.get(spec_ref)
-        old = self._spec
+        old = self._runner.spec if self._runner is not None else None
         same_env = old is not None and (old.env_id, old.max_budget, old.env_kwargs) == (
             spec.env_id, spec.max_budget, spec.env_kwargs)
-        if not same_env:
-            if self._env is not None:
-                self._env.close()
-            self._env = spec.make_env()
-        self._policy = spec.make_policy()
-        self._spec, self._spec_key = spec, spec_key
+        envs = self._runner.envs if same_env and self._runner is not None else None
+        if not same_env and self._runner is not None:
+            self._runner.close()
+        self._runner = EpisodeRunner(spec, envs)
+        self._spec_key = spec_key
 
     def pid(self) -> int:
         import os
@@ -173,11 +170,7 @@ class RayExecutor:
             return
         ray = self._ray = import_ray()
         if not ray.is_initialized():
-            kwargs = dict(self.init_kwargs)
-            if self.address is None:
-                kwargs.setdefault("include_dashboard", False)
-            with keep_sigterm_handler():
-                ray.init(address=self.address, **kwargs)
+            init_ray(ray, self.address, **self.init_kwargs)
             self._started_ray = True
         cluster_cpus = float(ray.cluster_resources().get("CPU", 0.0))
         actors = self.requested_actors
@@ -298,6 +291,49 @@ class RayExecutor:
             ) from error
         warnings.warn(f"a Ray actor died ({type(error).__name__}); its unfinished episodes are re-run on "
                       f"another actor", RuntimeWarning, stacklevel=3)
+
+
+def init_ray(ray: Any, address: str | None, **kwargs: Any) -> None:
+    """``ray.init(address, **kwargs)``; a local instance (``address=None``) listens on 127.0.0.1 only.
+
+    Ray on Linux binds every server of a local instance (GCS, raylet, driver, actors) to all
+    interfaces and advertises the machine's IP, even with ``_node_ip_address="127.0.0.1"``
+    (Ray resolves that to the machine's IP).  Ray's own local-only mode (the one it uses on
+    macOS and Windows, ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``) binds them to the loopback
+    address: it is switched on while the local instance starts (its processes inherit it).
+    Joining a cluster (``address`` given) is left as Ray does it.  The dashboard is off by
+    default for a local instance.  The caller's SIGTERM handler is kept.
+
+    Example:
+        >>> ray = import_ray()                                   # doctest: +SKIP
+        >>> init_ray(ray, None, num_cpus=2)                      # doctest: +SKIP
+        >>> ray._private.worker._global_node.node_ip_address     # doctest: +SKIP
+        '127.0.0.1'
+    """
+    if address is not None:
+        with keep_sigterm_handler():
+            ray.init(address=address, **kwargs)
+        return
+    import os
+
+    from ray._private import ray_constants  # read by ray._private.services at init time
+
+    kwargs.setdefault("include_dashboard", False)
+    kwargs.setdefault("_node_ip_address", "127.0.0.1")
+    old_env, old_flag = os.environ.get(_RAY_LOCAL_ONLY), ray_constants.ENABLE_RAY_CLUSTER
+    os.environ[_RAY_LOCAL_ONLY], ray_constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        with keep_sigterm_handler():
+            ray.init(**kwargs)
+    finally:
+        ray_constants.ENABLE_RAY_CLUSTER = old_flag
+        if old_env is None:
+            os.environ.pop(_RAY_LOCAL_ONLY, None)
+        else:
+            os.environ[_RAY_LOCAL_ONLY] = old_env
+
+
+_RAY_LOCAL_ONLY = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from agentgym_budget.distributed.ray_pool import ActorPoolExhaustedError, import_ray, keep_sigterm_handler
+from agentgym_budget.distributed.ray_pool import ActorPoolExhaustedError, import_ray, init_ray
 from agentgym_budget.train.sharding import set_budget_progress, shard_seeds
 
 __all__ = ["RayRolloutPool"]
@@ -91,8 +91,7 @@ class RayRolloutPool:
         ray = self._ray = import_ray()
         self._started_ray = False
         if not ray.is_initialized():
-            with keep_sigterm_handler():
-                ray.init(address=address, **({"include_dashboard": False} if address is None else {}))
+            init_ray(ray, address)
             self._started_ray = True
         self._torch_threads = torch.get_num_threads()
         self._model_ref = ray.put((_cpu_copy(model), tokenizer))

@@ -5,6 +5,8 @@
 * :mod:`~agentgym_budget.eval.metrics` — decision quality, error recovery, resilience;
 * :mod:`~agentgym_budget.eval.rollout` — episode records and pluggable executors;
 * :mod:`~agentgym_budget.eval.plots` — heatmaps and curves (matplotlib, imported on use).
+* :mod:`~agentgym_budget.eval.transcripts` — what the agent saw and said, per turn (``--transcripts``);
+* :mod:`~agentgym_budget.eval.report` — one self-contained HTML page of a run (``agentgym-budget report``).
 """
 
 from agentgym_budget.eval.evaluate import evaluate, resolve_mode

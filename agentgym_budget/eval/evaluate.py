@@ -26,6 +26,7 @@ Example:
 
 from __future__ import annotations
 
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -50,13 +51,22 @@ from agentgym_budget.eval.rollout import (
     records_for_budget,
     task_seed,
 )
-from agentgym_budget.policies.base import Policy, make_policy
+from agentgym_budget.eval.transcripts import wants_transcripts
+from agentgym_budget.policies.base import POLICIES, Policy, make_policy
+from agentgym_budget.wrappers.budget_spec import MAX_BUDGET
 
-__all__ = ["EvaluationPlan", "Mode", "build_jobs", "evaluate", "plan_evaluation", "resolve_mode", "run_evaluation",
-           "shows_budget"]
+__all__ = ["MAX_BOOTSTRAP_VALUES", "MAX_EPISODES", "EvaluationPlan", "Mode", "build_jobs", "check_scoring", "evaluate",
+           "plan_evaluation", "policy_settings", "resolve_mode", "run_evaluation", "shows_budget", "token_usage",
+           "versions"]
 
 Mode = Literal["auto", "shortcut", "per_t"]
 _MODES = ("auto", "shortcut", "per_t")
+
+#: The most episodes one evaluation may plan (tasks x attempts x budgets run): the job list and
+#: the records live in memory, so a typo such as ``tasks=100000000`` is refused up front.
+MAX_EPISODES: int = 1_000_000
+#: The most bootstrap values (resamples x tasks x grid cells) one result may draw: ~2 GB of float64.
+MAX_BOOTSTRAP_VALUES: int = 250_000_000
 
 
 def shows_budget(env_id: str, env_kwargs: dict[str, Any]) -> bool:
@@ -86,6 +96,9 @@ def build_jobs(tasks: int, attempts: int, ts: Sequence[int], mode: str) -> list[
 
 
 def _check_args(ks: Sequence[int], ts: Sequence[int], tasks: int, attempts: int, seed: int) -> None:
+    for name, value in (("tasks", tasks), ("attempts", attempts), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}")
     if tasks < 1:
         raise ValueError(f"tasks must be >= 1, got {tasks}")
     if attempts < 1:
@@ -100,6 +113,34 @@ def _check_args(ks: Sequence[int], ts: Sequence[int], tasks: int, attempts: int,
         raise ValueError(f"ks and ts must not repeat values, got ks={list(ks)}, ts={list(ts)}")
     if seed < 0:
         raise ValueError(f"seed must be >= 0, got {seed}")
+    if max(ts) > MAX_BUDGET:
+        raise ValueError(f"every T must be <= {MAX_BUDGET} (the largest turn budget), got T={max(ts)}")
+    if tasks * attempts * len(ts) > MAX_EPISODES:
+        raise ValueError(f"tasks={tasks} x attempts={attempts} x {len(ts)} budgets may plan up to "
+                         f"{tasks * attempts * len(ts):,} episodes, more than the limit of {MAX_EPISODES:,} per "
+                         f"evaluation; split the run (seeds or task ranges) or use fewer tasks/attempts")
+
+
+def check_scoring(plan: EvaluationPlan, bootstrap: int, ci_level: float) -> None:
+    """Refuse scoring arguments that would fail (or exhaust memory) only after every episode ran.
+
+    Example:
+        >>> import agentgym_budget
+        >>> plan = plan_evaluation("KeyDoor-Budget-v0", ks=(1,), ts=(4,), tasks=1000, attempts=1)
+        >>> check_scoring(plan, bootstrap=10**6, ci_level=0.95)
+        Traceback (most recent call last):
+        ...
+        ValueError: bootstrap=1000000 x 1000 tasks x 1 cells is 1,000,000,000 resampled values, more than the limit of 250,000,000 (~2 GB); use at most bootstrap=250000
+    """
+    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0:
+        raise ValueError(f"bootstrap must be an int >= 0 (0: no resampling), got {bootstrap!r}")
+    values = bootstrap * plan.tasks * len(plan.ks) * len(plan.ts)
+    if values > MAX_BOOTSTRAP_VALUES:
+        raise ValueError(f"bootstrap={bootstrap} x {plan.tasks} tasks x {len(plan.ks) * len(plan.ts)} cells is "
+                         f"{values:,} resampled values, more than the limit of {MAX_BOOTSTRAP_VALUES:,} (~2 GB); "
+                         f"use at most bootstrap={MAX_BOOTSTRAP_VALUES // (plan.tasks * len(plan.ks) * len(plan.ts))}")
+    if not 0.0 < float(ci_level) < 1.0:
+        raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
 
 
 def success_counts(records: Sequence[EpisodeRecord], ts: Sequence[int], tasks: int) -> np.ndarray:
@@ -134,6 +175,50 @@ class EvaluationPlan:
     def policy_name(self) -> str:
         return getattr(self.policy_obj, "name", type(self.policy_obj).__name__)
 
+    @property
+    def policy_settings(self) -> dict[str, Any]:
+        """All the policy's settings: the given kwargs over the factory's defaults (a policy
+        object: its public plain-valued attributes), recorded in the result — less those the
+        policy names ``secret_settings`` (an API key is never written anywhere)."""
+        secret = set(getattr(self.policy_obj, "secret_settings", ()))
+        return {k: v for k, v in policy_settings(self.policy, self.policy_kwargs, self.policy_obj).items()
+                if k not in secret}
+
+    @property
+    def identity_settings(self) -> dict[str, Any]:
+        """The settings that decide the episodes (the run identity a resume must match): all of
+        :attr:`policy_settings` but those the policy names ``settings_without_effect`` (how
+        replies are fetched — concurrency, timeouts, a cache — not what they are)."""
+        free = set(getattr(self.policy_obj, "settings_without_effect", ()))
+        return {k: v for k, v in self.policy_settings.items() if k not in free}
+
+
+def policy_settings(policy: str | Policy, policy_kwargs: dict[str, Any], policy_obj: Policy | None = None
+                    ) -> dict[str, Any]:
+    """``policy_kwargs`` with the defaults of the registered policy ``policy`` (its factory, and
+    the class of ``policy_obj``, the policy built from it) filled in.
+
+    Example:
+        >>> import agentgym_budget
+        >>> policy_settings("noisy-expert", {})
+        {'p': 0.7}
+    """
+    if isinstance(policy, str):
+        # The built policy's class, then the factory: a factory may be a thin (*args, **kwargs) wrapper.
+        defaults: dict[str, Any] = {}
+        for source in (type(policy_obj) if policy_obj is not None else None, POLICIES.get(policy)):
+            try:
+                parameters = inspect.signature(source).parameters.values() if source is not None else ()
+            except (TypeError, ValueError):
+                continue
+            # plain values only: a default object (e.g. LLMPolicy's Sampling()) is what the factory replaces
+            defaults.update({p.name: p.default for p in parameters
+                             if isinstance(p.default, (str, int, float, bool, type(None), tuple))})
+        return {**defaults, **policy_kwargs}
+    attributes = vars(policy_obj if policy_obj is not None else policy) if hasattr(policy, "__dict__") else {}
+    return {k: v for k, v in sorted(attributes.items())
+            if not k.startswith("_") and isinstance(v, (str, int, float, bool, type(None)))}
+
 
 def plan_evaluation(
     env_id: str,
@@ -161,7 +246,7 @@ def plan_evaluation(
     policy_kwargs = dict(policy_kwargs or {})
     if not isinstance(policy, str) and policy_kwargs:
         raise ValueError("policy_kwargs apply to a policy given by name, not to a policy object")
-    policy_obj = make_policy(policy, **policy_kwargs) if isinstance(policy, str) else policy
+    policy_obj = _build_policy(policy, policy_kwargs) if isinstance(policy, str) else policy
     show_budget = shows_budget(env_id, env_kwargs)
     resolved = resolve_mode(mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
     return EvaluationPlan(
@@ -169,6 +254,15 @@ def plan_evaluation(
         ks=ks, ts=ts, tasks=tasks, attempts=attempts, seed=seed, requested_mode=mode, mode=resolved,
         show_budget=show_budget, jobs=tuple(build_jobs(tasks, attempts, ts, resolved)),
     )
+
+
+def _build_policy(name: str, kwargs: dict[str, Any]) -> Policy:
+    try:
+        return make_policy(name, **kwargs)
+    except TypeError as e:  # an unknown or missing argument: the caller's mistake, said as a ValueError
+        accepted = sorted(policy_settings(name, {}))
+        raise ValueError(f"policy {name!r} does not take {kwargs}: {e}"
+                         + (f" (its options: {', '.join(accepted)})" if accepted else "")) from None
 
 
 def evaluate(
@@ -184,14 +278,17 @@ def evaluate(
     policy_kwargs: dict[str, Any] | None = None,
     mode: Mode = "auto",
     *,
+    concurrency: int = 1,
     executor: Executor | None = None,
     out: str | Path | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     on_record: Callable[[EpisodeRecord], None] | None = None,
     bootstrap: int = 1000,
     ci_level: float = 0.95,
     early_turns: int = DEFAULT_EARLY_TURNS,
     plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+    transcripts: bool | None = None,
 ) -> PassKTResult:
     """Run ``attempts`` attempts at each of ``tasks`` tasks and estimate Pass@(K,T) for ``ks`` x ``ts``.
 
@@ -208,6 +305,9 @@ def evaluate(
             on top of the env family's ``eval_kwargs`` (ALFWorld: ``expert_plan_horizon=100``,
             full expert plans for the behaviour metrics); all are recorded in the result.
         mode: ``"auto"``, ``"shortcut"`` or ``"per_t"`` (see the module docstring).
+        concurrency: episodes in flight per worker; the policy is asked for all their actions
+            at once (one batched ``generate`` for a local model, that many requests for a
+            served one).  Recorded in the result, which does not depend on it.
         executor: runs the episodes (default: :func:`~agentgym_budget.eval.rollout.make_executor`
             with ``workers``); any object with ``run(spec, jobs, on_record)``, e.g. a
             :class:`~agentgym_budget.distributed.RayExecutor` (extra ``ray``; the caller closes it).
@@ -215,13 +315,18 @@ def evaluate(
             see :mod:`~agentgym_budget.eval.episode_log`.
         resume: keep the episodes already in ``out`` (from a run with the same settings) and
             run only the missing ones; the result equals an uninterrupted run's.
+        overwrite: replace an evaluation already in ``out`` (without it, and without
+            ``resume``, an ``out`` holding one is refused rather than truncated).
         on_record: called with each :class:`EpisodeRecord` as it finishes (e.g. a progress bar).
         bootstrap, ci_level: bootstrap resamples over tasks and the CI level per cell.
         early_turns, plan_edges: parameters of the behaviour metrics (see ``eval.metrics``).
+        transcripts: keep what the agent saw and said each turn (``EpisodeRecord.transcript``,
+            and ``transcripts.jsonl.gz`` in ``out``); ``None``: only for LLM policies (``llm = True``).
     """
     plan = plan_evaluation(env_id, policy, ks, ts, tasks, attempts, seed, env_kwargs, policy_kwargs, mode)
-    return run_evaluation(plan, executor=executor, workers=workers, out=out, resume=resume, on_record=on_record,
-                          bootstrap=bootstrap, ci_level=ci_level, early_turns=early_turns, plan_edges=plan_edges)
+    return run_evaluation(plan, executor=executor, workers=workers, concurrency=concurrency, out=out, resume=resume,
+                          overwrite=overwrite, on_record=on_record, bootstrap=bootstrap, ci_level=ci_level,
+                          early_turns=early_turns, plan_edges=plan_edges, transcripts=transcripts)
 
 
 def run_evaluation(
@@ -229,13 +334,16 @@ def run_evaluation(
     *,
     executor: Executor | None = None,
     workers: int = 1,
+    concurrency: int = 1,
     out: str | Path | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     on_record: Callable[[EpisodeRecord], None] | None = None,
     bootstrap: int = 1000,
     ci_level: float = 0.95,
     early_turns: int = DEFAULT_EARLY_TURNS,
     plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
+    transcripts: bool | None = None,
 ) -> PassKTResult:
     """Run a :func:`plan_evaluation`'s episodes (those not already in ``out`` on ``resume``) and score them.
 
@@ -243,10 +351,14 @@ def run_evaluation(
     """
     if resume and out is None:
         raise ValueError("resume=True needs out= (the folder holding episodes.jsonl)")
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    check_scoring(plan, bootstrap, ci_level)
     executor = executor if executor is not None else make_executor(workers)
-    log, saved = _open_log(plan, out, resume)
+    transcripts = wants_transcripts(plan.policy_obj, transcripts)
+    log, saved = _open_log(plan, out, resume, overwrite, transcripts)
     start = time.perf_counter()
-    new = _run_missing(plan, executor, log, saved, on_record)
+    new = _run_missing(plan, _rollout_spec(plan, executor, concurrency, transcripts), executor, log, saved, on_record)
     rollout_seconds = time.perf_counter() - start
     records = [saved[job] if job in saved else new[job] for job in plan.jobs]
 
@@ -256,37 +368,61 @@ def run_evaluation(
     successes = success_counts(records, plan.ts, plan.tasks)
     grid = passkt_grid(successes, plan.attempts, plan.ks, plan.ts, bootstrap=bootstrap, ci_level=ci_level,
                        seed=plan.seed)
-    config = {"env_kwargs": _jsonable(plan.env_kwargs), "policy_kwargs": _jsonable(plan.policy_kwargs),
-              "workers": workers, "executor": type(executor).__name__, "bootstrap": bootstrap,
-              "requested_mode": plan.requested_mode}
+    config = {"env_kwargs": _jsonable(plan.env_kwargs), "policy_kwargs": _jsonable(plan.policy_settings),
+              "workers": workers, "concurrency": concurrency, "executor": type(executor).__name__,
+              "bootstrap": bootstrap, "requested_mode": plan.requested_mode, "transcripts": transcripts,
+              "versions": versions()}
     timing = {"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
               "steps": sum(r.turns for r in records), "resumed_episodes": len(saved),
               "episodes_per_second": len(new) / rollout_seconds if rollout_seconds else 0.0}
-    return _assemble_result(plan, records, successes, grid, metrics, config, timing)
+    return _assemble_result(plan, records, successes, grid, metrics, config, timing, token_usage(records))
 
 
-def _rollout_spec(plan: EvaluationPlan, executor: Executor) -> RolloutSpec:
+def token_usage(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
+    """Prompt and completion tokens over all episodes (``None`` where the policy reported none)."""
+    usage: dict[str, Any] = {}
+    for key in ("prompt_tokens", "completion_tokens"):
+        counts = [getattr(r, key) for r in records if getattr(r, key) is not None]
+        usage[key] = sum(counts) if counts else None
+    usage["episodes_with_usage"] = sum(r.completion_tokens is not None for r in records)
+    return usage
+
+
+def versions() -> dict[str, str]:
+    """The versions of agentgym-budget, gymnasium and Python that ran an evaluation (kept in its result)."""
+    import platform
+
+    import agentgym_budget
+
+    return {"agentgym-budget": agentgym_budget.__version__, "gymnasium": gym.__version__,
+            "python": platform.python_version()}
+
+
+def _rollout_spec(plan: EvaluationPlan, executor: Executor, concurrency: int = 1,
+                  transcripts: bool = False) -> RolloutSpec:
     # A serial run reuses the policy built by the plan; other executors rebuild a named policy per worker.
     reuse = isinstance(executor, SerialExecutor) or not isinstance(plan.policy, str)
     return RolloutSpec(
         env_id=plan.env_id, policy=plan.policy_obj if reuse else plan.policy, seed=plan.seed,
         max_budget=max(plan.ts), env_kwargs=plan.env_kwargs, policy_kwargs={} if reuse else plan.policy_kwargs,
+        concurrency=concurrency, transcripts=transcripts,
     )
 
 
-def _open_log(plan: EvaluationPlan, out: str | Path | None, resume: bool
+def _open_log(plan: EvaluationPlan, out: str | Path | None, resume: bool, overwrite: bool = False,
+              transcripts: bool = False
               ) -> tuple[EpisodeLog | None, dict[EpisodeJob, EpisodeRecord]]:
     """The episode log in ``out`` (``None``: no file) and the planned episodes it already holds."""
     if out is None:
         return None, {}
     run = run_identity(plan.env_id, plan.env_kwargs, plan.policy_name, plan.seed, plan.mode,
-                       [job.budget for job in plan.jobs])
-    log, previous = EpisodeLog.open(out, run, resume)
+                       [job.budget for job in plan.jobs], policy_kwargs=plan.identity_settings, ts=plan.ts)
+    log, previous = EpisodeLog.open(out, run, resume, overwrite, transcripts)
     wanted = set(plan.jobs)
     return log, {job: r for r in previous if (job := EpisodeJob(r.task, r.attempt, r.budget)) in wanted}
 
 
-def _run_missing(plan: EvaluationPlan, executor: Executor, log: EpisodeLog | None,
+def _run_missing(plan: EvaluationPlan, spec: RolloutSpec, executor: Executor, log: EpisodeLog | None,
                  saved: dict[EpisodeJob, EpisodeRecord], on_record: Callable[[EpisodeRecord], None] | None
                  ) -> dict[EpisodeJob, EpisodeRecord]:
     """Run the planned episodes not in ``saved``, logging each as it finishes; Ctrl-C/SIGTERM leave a resumable log."""
@@ -303,7 +439,7 @@ def _run_missing(plan: EvaluationPlan, executor: Executor, log: EpisodeLog | Non
             on_record(record)
     try:
         with sigterm_as_interrupt():
-            return dict(zip(missing, executor.run(_rollout_spec(plan, executor), missing, record_done)))
+            return dict(zip(missing, executor.run(spec, missing, record_done)))
     except KeyboardInterrupt as e:
         if log is None:
             raise
@@ -317,7 +453,8 @@ def _run_missing(plan: EvaluationPlan, executor: Executor, log: EpisodeLog | Non
 
 
 def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], successes: np.ndarray, grid: Any,
-                     metrics: dict[str, Any], config: dict[str, Any], timing: dict[str, Any]) -> PassKTResult:
+                     metrics: dict[str, Any], config: dict[str, Any], timing: dict[str, Any],
+                     usage: dict[str, Any]) -> PassKTResult:
     plan_lengths = [-1] * plan.tasks
     if metrics["plan_lengths_known"]:
         for record in records:
@@ -326,7 +463,7 @@ def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], suc
         env_id=plan.env_id, policy=plan.policy_name, mode=plan.mode, show_budget=plan.show_budget, ks=plan.ks,
         ts=plan.ts, attempts=plan.attempts, seed=plan.seed, successes=successes,
         task_seeds=[task_seed(plan.seed, task) for task in range(plan.tasks)], plan_lengths=plan_lengths, grid=grid,
-        metrics=metrics, config=config, timing=timing,
+        metrics=metrics, config=config, timing=timing, usage=usage,
     )
 
 

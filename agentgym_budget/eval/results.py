@@ -9,7 +9,9 @@ Files written by :meth:`PassKTResult.save` into an output folder:
 * ``task_counts.csv`` — ``task, reset_seed, plan_length, t, attempts, successes``: every
   per-task count the grid is computed from.
 
-(The evaluator also streams ``episodes.jsonl``, one :class:`EpisodeRecord` per line.)
+(The evaluator also streams ``episodes.jsonl``, one :class:`EpisodeRecord` per line, and with
+transcripts on ``transcripts.jsonl.gz``; ``agentgym-budget report`` turns the folder into one HTML
+page, see :mod:`~agentgym_budget.eval.report`.)
 """
 
 from __future__ import annotations
@@ -35,7 +37,9 @@ class PassKTResult:
 
     ``successes[i, j]`` is the number of the ``attempts`` attempts at task ``j`` won within
     ``ts[i]`` turns.  ``mode`` is ``"shortcut"`` (every budget answered from one rollout at
-    the largest) or ``"per_t"`` (one rollout per budget).
+    the largest) or ``"per_t"`` (one rollout per budget).  ``usage``: the tokens an LLM
+    policy's backend reported, summed over the episodes (``prompt_tokens``,
+    ``completion_tokens``; ``None`` for policies that report none).
     """
 
     env_id: str
@@ -53,6 +57,7 @@ class PassKTResult:
     metrics: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
     timing: dict[str, float] = field(default_factory=dict)
+    usage: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_tasks(self) -> int:
@@ -92,6 +97,7 @@ class PassKTResult:
             "metrics": self.metrics,
             "config": self.config,
             "timing": self.timing,
+            "usage": self.usage,
         }
 
     @classmethod
@@ -110,6 +116,7 @@ class PassKTResult:
             ks=ks, ts=ts, attempts=data["attempts"], seed=data["seed"], successes=successes,
             task_seeds=list(data["task_seeds"]), plan_lengths=list(data["plan_lengths"]), grid=grid,
             metrics=data.get("metrics", {}), config=data.get("config", {}), timing=data.get("timing", {}),
+            usage=data.get("usage", {}),
         )
 
     def save_json(self, path: str | Path) -> Path:
@@ -168,33 +175,42 @@ class PassKTResult:
                                     for j in range(len(self.ts))))
         return table
 
-    def metrics_table(self) -> Any:
-        """A ``rich.table.Table`` summarising the behaviour metrics."""
-        from rich.table import Table
+    def metrics_rows(self) -> list[tuple[str, str]]:
+        """The behaviour metrics as ``(label, value)`` rows (the terminal table's and the report's)."""
 
         def fmt(value: Any, digits: int = 3) -> str:
             return "n/a" if value is None else f"{value:.{digits}f}"
 
         m = self.metrics
-        table = Table(title=f"Agent behaviour (episodes at T={m.get('budget')})", show_header=False)
-        table.add_column("metric", style="bold")
-        table.add_column("value", justify="right")
         dq, er, res = m.get("decision_quality", {}), m.get("error_recovery", {}), m.get("resilience", {})
         early = m.get("early_turns")
-        table.add_row(f"expert agreement: all / t<={early} / later",
-                      f"{fmt(dq.get('overall'))} / {fmt(dq.get('early'))} / {fmt(dq.get('late'))}")
-        table.add_row("errors per episode", fmt(er.get("errors_per_episode"), 2))
-        table.add_row("success with / without an error",
-                      f"{fmt(er.get('success_after_error'))} / {fmt(er.get('success_without_error'))}")
-        table.add_row("turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2))
+        rows = [
+            (f"expert agreement: all / t<={early} / later",
+             f"{fmt(dq.get('overall'))} / {fmt(dq.get('early'))} / {fmt(dq.get('late'))}"),
+            ("errors per episode", fmt(er.get("errors_per_episode"), 2)),
+            ("success with / without an error",
+             f"{fmt(er.get('success_after_error'))} / {fmt(er.get('success_without_error'))}"),
+            ("turns to get back on plan", fmt(er.get("mean_turns_to_recover"), 2)),
+        ]
         if m.get("plan_lengths_known", True):
-            table.add_row("turns per expert plan step (wins)", fmt(res.get("mean_turns_per_plan_step"), 2))
+            rows.append(("turns per expert plan step (wins)", fmt(res.get("mean_turns_per_plan_step"), 2)))
         else:
-            table.add_row("expert plan lengths", "unknown (one-step plans)")
+            rows.append(("expert plan lengths", "unknown (one-step plans)"))
         largest = str(max(self.ts))
         for label, bucket in res.get("by_plan_length", {}).items():
-            table.add_row(f"success T={largest}, plan {label} ({bucket['episodes']} ep.)",
-                          fmt(bucket["success"].get(largest)))
+            rows.append((f"success T={largest}, plan {label} ({bucket['episodes']} ep.)",
+                         fmt(bucket["success"].get(largest))))
+        return rows
+
+    def metrics_table(self) -> Any:
+        """A ``rich.table.Table`` summarising the behaviour metrics."""
+        from rich.table import Table
+
+        table = Table(title=f"Agent behaviour (episodes at T={self.metrics.get('budget')})", show_header=False)
+        table.add_column("metric", style="bold")
+        table.add_column("value", justify="right")
+        for label, value in self.metrics_rows():
+            table.add_row(label, value)
         return table
 
 

@@ -120,7 +120,7 @@ def chatml_tool_tokenizer(tokenizer: Any, model: Any = None) -> Any:
     """Give ``tokenizer`` TRL's Qwen2.5 chat template (tool calls in ``<tool_call>`` tags) and its tokens.
 
     For tokenizers without a chat template (a tokenizer trained from scratch, like
-    :func:`~agentgym_budget.train.tiny_model.tiny_model_and_tokenizer`'s): adds ``<|im_start|>``,
+    :func:`~agentgym_budget.policies.tiny_model.tiny_model_and_tokenizer`'s): adds ``<|im_start|>``,
     ``<|im_end|>`` (special) and ``<tool_call>``, ``</tool_call>`` as tokens, makes ``<|im_end|>`` the
     end of a turn (``eos_token``) and, given ``model``, resizes its embeddings.  Because the
     template is TRL's own, TRL recognises it and parses the model's tool calls.  Returns ``tokenizer``.

@@ -1,7 +1,9 @@
 """Policies for text environments: the :class:`Policy` protocol, a registry by name, baselines.
 
-Registered names: ``random``, ``expert``, ``noisy-expert`` and ``hf`` (a Hugging Face causal
-LM; torch/transformers are imported only when it is built).
+Registered names: ``random``, ``expert``, ``noisy-expert``, and the LLM policies ``hf`` (a
+local Hugging Face causal LM; torch/transformers are imported only when it is built) and
+``openai`` (a served model over the OpenAI chat-completions protocol), both
+:class:`~agentgym_budget.policies.llm.LLMPolicy` over a chat backend.
 """
 
 from agentgym_budget.policies.base import (
@@ -15,27 +17,23 @@ from agentgym_budget.policies.base import (
     register_policy,
 )
 from agentgym_budget.policies.baselines import ExpertPolicy, NoisyExpertPolicy, RandomPolicy
-from agentgym_budget.policies.prompting import build_prompt, parse_action
+from agentgym_budget.policies.llm import LLMPolicy, make_hf_policy, make_openai_policy
+from agentgym_budget.policies.prompting import build_messages, parse_action
 
-
-def _make_hf(*args, **kwargs):  # registered lazily so that importing policies stays light
-    from agentgym_budget.policies.hf import HFPolicy
-
-    return HFPolicy(*args, **kwargs)
-
-
-POLICIES.setdefault("hf", _make_hf)
+POLICIES.setdefault("hf", make_hf_policy)  # torch, transformers, openai: imported when a policy is built
+POLICIES.setdefault("openai", make_openai_policy)
 
 __all__ = [
     "POLICIES",
     "BatchPolicy",
     "ExpertPolicy",
+    "LLMPolicy",
     "NoisyExpertPolicy",
     "Policy",
     "PolicyReply",
     "RandomPolicy",
     "as_batch_policy",
-    "build_prompt",
+    "build_messages",
     "make_policy",
     "parse_action",
     "policy_names",

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from agentgym_budget.policies.chat import Completion
 
 __all__ = [
     "POLICIES",
@@ -59,13 +61,15 @@ class PolicyReply:
     """What a policy answered at one turn: the action, and for a language model what it said.
 
     ``text`` is the raw reply the action was parsed from (``None`` for non-LLM policies);
-    token counts are ``None`` where the backend does not report them.
+    token counts are ``None`` where the backend does not report them; ``completion`` is the
+    backend's whole answer (token ids and log-probs of a local model, for the trainer).
     """
 
     action: str
     text: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    completion: Completion | None = field(default=None, repr=False)
 
 
 @runtime_checkable
@@ -77,6 +81,7 @@ class BatchPolicy(Protocol):
       ``seed``, so an episode's actions do not depend on which other episodes share a batch.
     * ``act_batch(states, observations, infos)``: one :class:`PolicyReply` per episode, in order.
       A policy that talks to a server may run the requests concurrently inside this call.
+    * optionally ``release(state)``: the episode is over (its state may be reused).
 
     A plain :class:`Policy` becomes one with :func:`as_batch_policy`.
     """
@@ -94,20 +99,27 @@ class BatchPolicy(Protocol):
 class SequentialBatchPolicy:
     """A :class:`Policy` as a :class:`BatchPolicy`: one copy of the policy per episode in flight.
 
-    Each episode's state is a deep copy of the prototype policy, reset with the episode's seed
-    and asked for its actions one by one, so the actions are exactly those of the policy run
-    alone (batching a plain policy changes nothing but the order of calls).
+    Each episode's state is a copy of the prototype policy, reset with the episode's seed and
+    asked for its actions one by one, so the actions are exactly those of the policy run alone
+    (batching a plain policy changes nothing but the order of calls).  Copies are made with
+    ``copy.deepcopy`` only while more episodes are in flight than copies exist: a copy handed
+    back with :meth:`release` (the evaluator does, when an episode ends) serves the next one.
     """
 
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self.name = policy.name
         self.reads_budget = policy.reads_budget
+        self._free: list[Policy] = []
 
     def start(self, seed: int) -> Policy:
-        episode_policy = copy.deepcopy(self.policy)
+        episode_policy = self._free.pop() if self._free else copy.deepcopy(self.policy)
         episode_policy.reset(seed=seed)
         return episode_policy
+
+    def release(self, state: Policy) -> None:
+        """The episode played with ``state`` is over: reuse its copy."""
+        self._free.append(state)
 
     def act_batch(
         self, states: Sequence[Policy], observations: Sequence[str], infos: Sequence[dict[str, Any]]

@@ -1,171 +1,353 @@
-"""The ``hf`` policy: a Hugging Face causal LM prompted ReAct-style with the episode history.
+"""A local Hugging Face causal LM as a :class:`~agentgym_budget.policies.chat.ChatBackend`.
 
-torch and transformers are imported only when the policy is built (extra ``llm``).
+torch and transformers are imported only when a backend is built (extra ``llm``).
 
-Each turn the policy builds a prompt with :func:`~agentgym_budget.policies.prompting.build_prompt`
-(task, history of observations and actions, the remaining budget when ``show_budget=True``,
-optionally the admissible commands), generates a short continuation and extracts the command
-with :func:`~agentgym_budget.policies.prompting.parse_action`.
+:class:`HFChatBackend` generates the replies of many conversations in one batch: prompts are
+left-padded, the prompt is run once and every new token reuses the KV cache.  The sampler is
+written out here rather than taken from ``model.generate``: it applies exactly the
+:class:`~agentgym_budget.policies.chat.Sampling` asked for (temperature, top-p, the new-token
+limit, stop strings) and nothing from the model's ``generation_config`` (a checkpoint's
+``repetition_penalty`` or ``top_k`` would otherwise change what the trainer's loss assumes),
+and it draws each conversation's tokens from its own seeded generator, so a reply does not
+depend on which other conversations share the batch.  Each completion carries its prompt and
+reply token ids and the log-probability of every reply token under the sampling distribution.
 
-Example (offline: a tiny randomly initialised model, so the actions are arbitrary):
-    >>> from agentgym_budget.policies.hf import HFPolicy, tiny_random_lm
-    >>> model, tokenizer = tiny_random_lm(seed=0)
-    >>> policy = HFPolicy(model, tokenizer, max_new_tokens=8)
-    >>> policy.reset(seed=0)
-    >>> action = policy.act("You are in a room.", {"task": "look around", "admissible_commands": ["look"]})
-    >>> isinstance(action, str)
+**Context limit** (:meth:`HFChatBackend.fit`): while a conversation's prompt is longer than
+``max_prompt_tokens``, its oldest turn (user message + reply) is dropped — the system message
+with the task and the latest observation always stay; if that alone is still too long, its
+last ``max_prompt_tokens`` tokens are kept.
+
+Example:
+    >>> from agentgym_budget.policies.chat import Sampling
+    >>> from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+    >>> backend = HFChatBackend(*tiny_model_and_tokenizer("KeyDoor-v0"))
+    >>> chats = [[{"role": "user", "content": "Observation: a door."}]] * 2
+    >>> a, b = backend.complete(chats, seeds=[1, 2], sampling=Sampling(temperature=1.0, max_new_tokens=5))
+    >>> len(a.completion_ids) <= 5, len(a.logprobs) == len(a.completion_ids), a.prompt_ids == b.prompt_ids
+    (True, True, True)
+    >>> backend.complete(chats[:1], seeds=[1], sampling=Sampling(temperature=1.0, max_new_tokens=5))[0].text == a.text
     True
 """
 
 from __future__ import annotations
 
+import inspect
+from collections import OrderedDict
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from agentgym_budget._optional import require
-from agentgym_budget.policies.prompting import build_prompt, parse_action
+from agentgym_budget.policies.chat import Completion, Message, Sampling
+from agentgym_budget.policies.prompting import render_plain
 
-__all__ = ["TINY_RANDOM", "HFPolicy", "tiny_random_lm"]
+__all__ = ["HFChatBackend", "encode_conversation", "load_model_and_tokenizer"]
 
-#: ``model=`` value that builds :func:`tiny_random_lm` instead of loading a model.
-TINY_RANDOM = "tiny-random"
+#: ``model=`` value that builds the tiny offline model instead of loading one.
+TINY = "tiny"
 
 
-class HFPolicy:
-    """A causal LM as a policy.
+def encode_conversation(tokenizer: Any, messages: Sequence[Message]) -> list[int]:
+    """The prompt token ids of ``messages``: the chat template with the assistant turn opened, or :func:`render_plain`."""
+    return tokenizer(_prompt_text(tokenizer, messages), add_special_tokens=False)["input_ids"]
+
+
+def _prompt_text(tokenizer: Any, messages: Sequence[Message]) -> str:
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+    return render_plain(messages)
+
+
+def load_model_and_tokenizer(model: str, tokenizer: str | None = None, *, tiny_env: str = "ALFWorld-v0",
+                             seed: int = 0, **model_kwargs: Any) -> tuple[Any, Any]:
+    """``model="tiny"``: the tiny offline model for ``tiny_env``; else ``from_pretrained(model)`` (local or cached)."""
+    if model == TINY:
+        from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+
+        return tiny_model_and_tokenizer(tiny_env, seed=seed)
+    transformers = require("transformers", "llm", "the hf policy")
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(model, **model_kwargs)
+    return loaded, load_tokenizer(tokenizer or model)
+
+
+def load_tokenizer(name: str) -> Any:
+    """``AutoTokenizer``, except for a saved plain ``tokenizers`` tokenizer (our tiny one).
+
+    transformers 5's ``AutoTokenizer`` rebuilds a tokenizer of the model's type (e.g.
+    ``Qwen2Tokenizer``) with that type's own pre-tokenizer, which silently changes how a
+    custom BPE tokenizes; such a checkpoint is loaded as it was saved instead.
+    """
+    import json
+    from pathlib import Path
+
+    transformers = require("transformers", "llm", "the hf policy")
+    config_file = Path(name) / "tokenizer_config.json"
+    if config_file.is_file():
+        saved_class = json.loads(config_file.read_text()).get("tokenizer_class")
+        if saved_class in ("TokenizersBackend", "PreTrainedTokenizerFast"):
+            return transformers.PreTrainedTokenizerFast.from_pretrained(name)
+    return transformers.AutoTokenizer.from_pretrained(name)
+
+
+@dataclass
+class _Prefix:
+    """Keys and values a conversation left in the model, kept for its next turn."""
+
+    ids: list[int]  # the tokens they belong to (prompt + reply tokens fed back)
+    kv: list[tuple[Any, Any]]  # per layer: keys, values, each [kv_heads, len(ids), head_dim]
+
+
+class HFChatBackend:
+    """Batched generation with a local causal LM (see the module docstring).
 
     Args:
-        model: a ``transformers`` causal LM, or a name/path for ``AutoModelForCausalLM.from_pretrained``,
-            or ``"tiny-random"`` for :func:`tiny_random_lm` (offline smoke runs:
-            ``agentgym-budget eval --policy hf --policy-arg model=tiny-random``).
-        tokenizer: its tokenizer, or a name/path; ``None`` loads it from ``model``'s path.
-        max_new_tokens: generation length per turn (thought + action).
-        temperature: sampling temperature; ``0`` means greedy decoding.
-        top_p: nucleus sampling mass.
-        show_budget: add ``[Turns left: x of T]`` (from ``info``) to the prompt.  The policy
-            then reads the budget, so the evaluator runs one rollout per budget.  Leave it
-            ``False`` when the env itself shows the budget in the observation
-            (``TurnBudget(show_budget=True)``): the text is already in the history.
-        list_admissible: list ``info["admissible_commands"]`` in the prompt.
-        max_turns_shown: keep only this many recent turns in the prompt.
-        max_prompt_tokens: cut the prompt from the left to this many tokens.
-        device: torch device for the model (``None``: leave it where it is).
-        model_kwargs: passed to ``from_pretrained`` when ``model`` is a path.
+        model: a ``transformers`` causal LM (the backend runs it under ``torch.no_grad`` in
+            eval mode and leaves the mode as it found it).
+        tokenizer: its tokenizer (needs a pad or an EOS token).
+        max_prompt_tokens: the context limit of a prompt (see :meth:`fit`).
+        name: label for tables (default ``hf(<model class>)``).
+        reuse_prefix: keep each conversation's keys and values between its turns (see
+            :meth:`complete`); ``False`` runs every prompt in full.
+        max_cached: conversations whose keys and values are kept at most (least recently
+            used dropped first; at least twice the largest batch seen).
     """
 
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any = None,
-        *,
-        max_new_tokens: int = 48,
-        temperature: float = 0.7,
-        top_p: float = 1.0,
-        show_budget: bool = False,
-        list_admissible: bool = True,
-        max_turns_shown: int | None = 20,
-        max_prompt_tokens: int = 2048,
-        device: str | None = None,
-        model_kwargs: dict[str, Any] | None = None,
-    ) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None,
+                 reuse_prefix: bool = True, max_cached: int = 64) -> None:
         self._torch = require("torch", "llm", "the hf policy")
-        transformers = require("transformers", "llm", "the hf policy")
-        if model == TINY_RANDOM:
-            self.name = f"hf({TINY_RANDOM})"
-            model, tokenizer = tiny_random_lm()
-        elif isinstance(model, str):
-            self.name = f"hf({model})"
-            tokenizer = tokenizer if tokenizer is not None else model
-            model = transformers.AutoModelForCausalLM.from_pretrained(model, **(model_kwargs or {}))
-        else:
-            self.name = f"hf({type(model).__name__})"
-        if tokenizer is None:
-            raise ValueError("HFPolicy needs a tokenizer (or a model path to load it from)")
-        if isinstance(tokenizer, str):
-            tokenizer = transformers.AutoTokenizer.from_pretrained(tokenizer)
-        if device is not None:
-            model = model.to(device)
-        if temperature < 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
-        self.model = model.eval()
-        self.tokenizer = tokenizer
-        self.max_new_tokens = int(max_new_tokens)
-        self.temperature = float(temperature)
-        self.top_p = float(top_p)
-        self.show_budget = bool(show_budget)
-        self.reads_budget = self.show_budget
-        self.list_admissible = bool(list_admissible)
-        self.max_turns_shown = max_turns_shown
+        if max_prompt_tokens < 1:
+            raise ValueError(f"max_prompt_tokens must be >= 1, got {max_prompt_tokens}")
+        self.model, self.tokenizer = model, tokenizer
         self.max_prompt_tokens = int(max_prompt_tokens)
-        self._history: list[tuple[str, str | None]] = []
+        self.name = name or f"hf({type(model).__name__})"
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        if self.pad_id is None:
+            raise ValueError("the tokenizer has neither a pad token nor an EOS token")
+        # transformers renamed the KV-cache argument (``past_key_values`` -> ``cache``, 5.x)
+        self._cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+        self.reuses_prefixes = bool(reuse_prefix)
+        self.max_cached = int(max_cached)
+        self._prefixes: OrderedDict[Hashable, _Prefix] = OrderedDict()
+        self._weights_version: int | None = None
+        self.reused_tokens = self.prompt_tokens_run = 0  # how much of the prompts the cache spared
 
-    def reset(self, seed: int | None = None) -> None:
-        self._history = []
-        if seed is not None:  # generate() samples from torch's global RNG
-            self._torch.manual_seed(seed)
+    def fit(self, conversation: Sequence[Message]) -> list[int]:
+        """The prompt ids of ``conversation`` under the context limit (oldest turns dropped first)."""
+        messages = list(conversation)
+        while True:
+            ids = encode_conversation(self.tokenizer, messages)
+            if len(ids) <= self.max_prompt_tokens:
+                return ids
+            first_turn = 1 if messages[0]["role"] == "system" else 0
+            if len(messages) - first_turn <= 1:
+                return ids[-self.max_prompt_tokens:]
+            # one turn is a user message and the reply to it
+            del messages[first_turn: first_turn + (2 if messages[first_turn + 1]["role"] == "assistant" else 1)]
 
-    def prompt(self, obs: str, info: dict[str, Any]) -> str:
-        """The prompt for this turn (without changing the history)."""
-        budget_text = None
-        if self.show_budget and "turns_left" in info:
-            budget_text = f"[Turns left: {info['turns_left']} of {info['budget']}]"
-        admissible = info.get("admissible_commands") if self.list_admissible else None
-        return build_prompt(
-            [*self._history, (obs, None)], task=str(info.get("task", "")), budget_text=budget_text,
-            admissible=admissible, max_turns_shown=self.max_turns_shown,
-        )
+    def complete(self, conversations: Sequence[Sequence[Message]], seeds: Sequence[int], sampling: Sampling,
+                 keys: Sequence[Hashable] | None = None) -> list[Completion]:
+        """One reply per conversation, all generated in one batch.
 
-    def act(self, obs: str, info: dict[str, Any]) -> str:
-        reply = self.generate(self.prompt(obs, info))
-        # The model may go on to imagine the next observation: keep only this turn.
-        reply = reply.split("Observation:", 1)[0]
-        action = parse_action(reply, info.get("admissible_commands"))
-        self._history.append((obs, action))
-        return action
+        ``keys`` name the conversations (an LLM policy passes one per episode): a conversation
+        continued under the same key reuses the keys and values the model computed for it last
+        time, for the longest common prefix of the old and the new prompt, and runs only the
+        rest.  Keys and values depend only on the tokens and their positions, so the reply is
+        the one a full run gives (up to float rounding); the cache is dropped when the model's
+        weights change in place (an optimizer step).
+        """
+        return self.generate([self.fit(c) for c in conversations], seeds, sampling, keys)
 
-    def generate(self, prompt: str) -> str:
-        """The model's continuation of ``prompt`` (new text only)."""
+    def forget(self, key: Hashable) -> None:
+        """Drop what is kept for conversation ``key`` (its episode is over)."""
+        self._prefixes.pop(key, None)
+
+    def generate(self, prompts: Sequence[Sequence[int]], seeds: Sequence[int], sampling: Sampling,
+                 keys: Sequence[Hashable] | None = None) -> list[Completion]:
+        """One reply per prompt (token ids), in one left-padded batch with a KV cache."""
+        if len(prompts) != len(seeds) or (keys is not None and len(keys) != len(prompts)):
+            raise ValueError(f"{len(prompts)} prompts for {len(seeds)} seeds and {len(keys or seeds)} keys")
+        if not prompts:
+            return []
         torch = self._torch
-        ids = self.tokenizer(prompt, return_tensors="pt")["input_ids"][:, -self.max_prompt_tokens :]
-        ids = ids.to(self.model.device)
-        sampling = self.temperature > 0
-        pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
-        with torch.no_grad():
-            out = self.model.generate(
-                input_ids=ids,
-                attention_mask=torch.ones_like(ids),
-                max_new_tokens=self.max_new_tokens,
-                do_sample=sampling,
-                temperature=self.temperature if sampling else None,
-                top_p=self.top_p if sampling else None,
-                pad_token_id=pad_id,
-            )
-        return self.tokenizer.decode(out[0, ids.shape[1] :], skip_special_tokens=True)
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                replies, logprobs = self._decode([list(p) for p in prompts], seeds, sampling,
+                                                 keys if self.reuses_prefixes else None)
+        finally:
+            self.model.train(was_training)
+        return [self._completion(list(p), r, lp, sampling) for p, r, lp in zip(prompts, replies, logprobs)]
+
+    # -- generation ------------------------------------------------------------------------------
+    def _decode(self, prompts: list[list[int]], seeds: Sequence[int], sampling: Sampling,
+                keys: Sequence[Hashable] | None) -> tuple[list[list[int]], list[list[float]]]:
+        torch = self._torch
+        device = next(self.model.parameters()).device
+        reused = self._reusable(prompts, keys)
+        out, attention_mask, next_position = self._prefill(prompts, reused, device)
+        fed = [len(p) for p in prompts]  # tokens of each row the model has seen
+        generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        eos = self.tokenizer.eos_token_id
+        stopper = _StopStrings(self.tokenizer, sampling.stop, len(prompts))
+        replies: list[list[int]] = [[] for _ in prompts]
+        logprobs: list[list[float]] = [[] for _ in prompts]
+        running = [True] * len(prompts)
+        for step in range(sampling.max_new_tokens):
+            tokens, token_logprobs = _sample(torch, out.logits[:, -1, :], generators, sampling)
+            for row, (token, logprob) in enumerate(zip(tokens.tolist(), token_logprobs.tolist())):
+                if running[row]:
+                    replies[row].append(token)
+                    logprobs[row].append(logprob)
+                    running[row] = token != eos and not stopper.hit(row, token)
+            if not any(running) or step == sampling.max_new_tokens - 1:
+                break
+            for row in range(len(prompts)):
+                fed[row] += running[row]  # a finished row is fed too, but its tokens are not kept
+            if attention_mask is not None:
+                attention_mask = torch.cat([attention_mask, attention_mask.new_ones((len(prompts), 1))], dim=1)
+            cache = {self._cache_arg: getattr(out, self._cache_arg)}
+            out = self.model(input_ids=tokens[:, None], attention_mask=attention_mask, position_ids=next_position,
+                             use_cache=True, **cache)
+            next_position = next_position + 1
+        if keys is not None:
+            self._keep(keys, prompts, replies, fed, getattr(out, self._cache_arg), attention_mask)
+        return replies, logprobs
+
+    def _prefill(self, prompts: list[list[int]], reused: list[_Prefix | None], device: Any
+                 ) -> tuple[Any, Any, Any]:
+        """Run each prompt's tokens after its reused prefix; ``(model output, attention mask or None, next positions)``.
+
+        Row layout: ``[pad | reused prefix | pad | new tokens]`` — both parts right-aligned, the
+        pads masked out, every token at its own position in its conversation.
+        """
+        torch = self._torch
+        past = [len(r.ids) if r is not None else 0 for r in reused]
+        new = [p[n:] for p, n in zip(prompts, past)]
+        past_width, new_width = max(past), max(len(n) for n in new)
+        rows = len(prompts)
+        input_ids = torch.full((rows, new_width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((rows, past_width + new_width), dtype=torch.long)
+        positions = torch.zeros((rows, new_width), dtype=torch.long)
+        for row, (n, ids) in enumerate(zip(past, new)):
+            input_ids[row, new_width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+            positions[row, new_width - len(ids):] = torch.arange(n, n + len(ids))
+            mask[row, past_width - n:past_width] = 1
+            mask[row, past_width + new_width - len(ids):] = 1
+        self.reused_tokens += sum(past)
+        self.prompt_tokens_run += sum(len(n) for n in new)
+        kwargs: dict[str, Any] = {}
+        if past_width:
+            kwargs[self._cache_arg] = self._padded_cache(reused, past_width, device)
+        # Without padding the mask is all ones: leaving it out spares the model building one per step.
+        attention_mask = mask.to(device) if not bool(mask.all()) else None
+        out = self.model(input_ids=input_ids.to(device), attention_mask=attention_mask,
+                         position_ids=positions.to(device), use_cache=True, logits_to_keep=1, **kwargs)
+        next_position = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
+        return out, attention_mask, next_position
+
+    def _reusable(self, prompts: list[list[int]], keys: Sequence[Hashable] | None) -> list[_Prefix | None]:
+        """Per prompt, the kept prefix to reuse (cut to the longest common prefix; one new token at least)."""
+        if keys is None:
+            return [None] * len(prompts)
+        version = next(self.model.parameters())._version
+        if version != self._weights_version:  # an optimizer step changed the weights: nothing kept is valid
+            self._prefixes.clear()
+            self._weights_version = version
+        reused: list[_Prefix | None] = []
+        for key, prompt in zip(keys, prompts):
+            kept = self._prefixes.get(key)
+            common = _common_prefix(kept.ids, prompt) if kept is not None else 0
+            common = min(common, len(prompt) - 1)
+            reused.append(_Prefix(prompt[:common], [(k[:, :common], v[:, :common]) for k, v in kept.kv])
+                          if kept is not None and common > 0 else None)
+        return reused
+
+    def _padded_cache(self, reused: list[_Prefix | None], width: int, device: Any) -> Any:
+        """A ``DynamicCache`` of the reused prefixes, right-aligned in ``width`` positions."""
+        torch = self._torch
+        transformers = require("transformers", "llm", "the hf policy")
+        template = next(r for r in reused if r is not None).kv
+        layers = []
+        for layer, (k0, v0) in enumerate(template):
+            keys = k0.new_zeros((len(reused), k0.shape[0], width, k0.shape[2]))
+            values = v0.new_zeros((len(reused), v0.shape[0], width, v0.shape[2]))
+            for row, prefix in enumerate(reused):
+                if prefix is not None:
+                    k, v = prefix.kv[layer]
+                    keys[row, :, width - k.shape[1]:] = k
+                    values[row, :, width - v.shape[1]:] = v
+            layers.append((keys.to(device), values.to(device)))
+        return transformers.DynamicCache(layers)
+
+    def _keep(self, keys: Sequence[Hashable], prompts: list[list[int]], replies: list[list[int]], fed: list[int],
+              cache: Any, attention_mask: Any) -> None:
+        """Keep each row's keys and values for the tokens it was fed (prompt + reply but its last token)."""
+        torch = self._torch
+        kv = [(layer[0], layer[1]) for layer in cache]
+        width = kv[0][0].shape[2]
+        for row, key in enumerate(keys):
+            if attention_mask is None:
+                positions = torch.arange(width - fed[row], width)  # unpadded: the row is the whole width
+            else:
+                positions = attention_mask[row].nonzero().flatten()[: fed[row]]
+            ids = prompts[row] + replies[row][: fed[row] - len(prompts[row])]
+            self._prefixes[key] = _Prefix(ids, [(k[row].index_select(1, positions.to(k.device)),
+                                                 v[row].index_select(1, positions.to(v.device))) for k, v in kv])
+            self._prefixes.move_to_end(key)
+        self.max_cached = max(self.max_cached, 2 * len(keys))
+        while len(self._prefixes) > self.max_cached:
+            self._prefixes.popitem(last=False)
+
+    def _completion(self, prompt: list[int], reply: list[int], logprobs: list[float], sampling: Sampling) -> Completion:
+        text = self.tokenizer.decode(reply, skip_special_tokens=True)
+        for stop in sampling.stop:
+            text = text.split(stop, 1)[0]
+        return Completion(text=text, prompt_tokens=len(prompt), completion_tokens=len(reply), prompt_ids=prompt,
+                          completion_ids=reply, logprobs=logprobs)
 
 
-def tiny_random_lm(seed: int = 0, hidden_size: int = 32, num_layers: int = 1) -> tuple[Any, Any]:
-    """A tiny randomly initialised Llama model and a byte-level tokenizer, built offline.
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """Length of the longest common prefix of two token lists."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(np.asarray(a[:n]) != np.asarray(b[:n]))
+    return int(differ[0]) if differ.size else n
 
-    For tests and smoke runs of the LLM code paths (no download): the model's outputs are
-    random bytes.  Returns ``(model, tokenizer)``.
-    """
-    torch = require("torch", "llm", "tiny_random_lm")
-    transformers = require("transformers", "llm", "tiny_random_lm")
-    tokenizers = require("tokenizers", "llm", "tiny_random_lm")
-    specials = ["<|pad|>", "<|eos|>"]
-    alphabet = tokenizers.pre_tokenizers.ByteLevel.alphabet()
-    vocab = {char: i for i, char in enumerate(sorted(alphabet))}
-    vocab.update({token: len(vocab) + i for i, token in enumerate(specials)})
-    backend = tokenizers.Tokenizer(tokenizers.models.BPE(vocab=vocab, merges=[]))
-    backend.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    backend.decoder = tokenizers.decoders.ByteLevel()
-    backend.add_special_tokens(specials)
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<|pad|>", eos_token="<|eos|>")
-    config = transformers.LlamaConfig(
-        vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=2 * hidden_size,
-        num_hidden_layers=num_layers, num_attention_heads=2, num_key_value_heads=2,
-        max_position_embeddings=4096, pad_token_id=vocab["<|pad|>"], eos_token_id=vocab["<|eos|>"],
-        bos_token_id=None,
-    )
-    torch.manual_seed(seed)
-    model = transformers.LlamaForCausalLM(config).eval()
-    return model, tokenizer
+
+def _sample(torch: Any, logits: Any, generators: Sequence[Any], sampling: Sampling) -> tuple[Any, Any]:
+    """Next token and its log-probability per row: greedy at temperature 0, else temperature + top-p."""
+    logits = logits.float()
+    if sampling.temperature == 0:
+        tokens = logits.argmax(-1)
+        return tokens, torch.log_softmax(logits, -1).gather(-1, tokens[:, None])[:, 0]
+    scores = logits / sampling.temperature
+    if sampling.top_p < 1.0:
+        sorted_scores, order = scores.sort(-1, descending=True)
+        # drop a token once the mass of the tokens ranked above it reaches top_p (the top one stays)
+        mass_above = sorted_scores.softmax(-1).cumsum(-1) - sorted_scores.softmax(-1)
+        sorted_scores = sorted_scores.masked_fill(mass_above >= sampling.top_p, float("-inf"))
+        scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
+    logp = torch.log_softmax(scores, -1)
+    # Gumbel-max with one generator per row: row i's draw depends on its own seed alone.
+    uniform = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device) for g in generators])
+    gumbel = -torch.log(-torch.log(uniform.clamp_(1e-20, 1.0)))
+    tokens = (logp + gumbel).argmax(-1)
+    return tokens, logp.gather(-1, tokens[:, None])[:, 0]
+
+
+class _StopStrings:
+    """Watches each row's decoded text for a stop string, one new token at a time."""
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str], rows: int) -> None:
+        self.tokenizer, self.stops = tokenizer, tuple(stops)
+        self.tails = [""] * rows
+        self.keep = max((len(s) for s in self.stops), default=0)
+
+    def hit(self, row: int, token: int) -> bool:
+        if not self.stops:
+            return False
+        tail = self.tails[row] + self.tokenizer.decode([token], skip_special_tokens=True)
+        self.tails[row] = tail[-(2 * self.keep):]
+        return any(stop in tail for stop in self.stops)

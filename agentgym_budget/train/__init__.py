@@ -4,11 +4,12 @@ Needs torch and transformers (extra ``llm``), imported when a trainer name is fi
 ``import agentgym_budget`` and ``agentgym_budget.train.config`` do not import them.
 
 * :mod:`~agentgym_budget.train.config` — :class:`TrainConfig`, every hyperparameter;
-* :mod:`~agentgym_budget.train.rollout` — multi-turn episode collection, batched generation;
+* :mod:`~agentgym_budget.train.rollout` — multi-turn episode collection through the LLM policy layer;
 * :mod:`~agentgym_budget.train.grpo` — group advantages, turn samples, action log-probs;
 * :mod:`~agentgym_budget.train.kernels` — fused chunked log-probs and the policy loss;
 * :mod:`~agentgym_budget.train.trainer` — the loop, checkpoints, evaluation, logging;
-* :mod:`~agentgym_budget.train.tiny_model` — an offline tiny model and tokenizer.
+* :mod:`~agentgym_budget.train.warmup` — the tiny model's format warm-up (the model itself:
+  :mod:`agentgym_budget.policies.tiny_model`).
 
 Example:
     >>> from agentgym_budget.train import TrainConfig, train  # doctest: +SKIP
@@ -23,10 +24,11 @@ from typing import Any
 _EXPORTS = {
     "TrainConfig": "agentgym_budget.train.config",
     "Episode": "agentgym_budget.train.rollout",
-    "LMPolicy": "agentgym_budget.train.rollout",
     "collect_episodes": "agentgym_budget.train.rollout",
+    "format_warmup": "agentgym_budget.train.warmup",
     "make_train_env": "agentgym_budget.train.rollout",
-    "tiny_model_and_tokenizer": "agentgym_budget.train.tiny_model",
+    "tiny_model_and_tokenizer": "agentgym_budget.policies.tiny_model",
+    "training_policy": "agentgym_budget.train.rollout",
     "Trainer": "agentgym_budget.train.trainer",
     "train": "agentgym_budget.train.trainer",
 }

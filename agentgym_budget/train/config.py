@@ -67,7 +67,7 @@ class TrainConfig:
     top_p: float = 1.0
     """nucleus sampling mass (1.0: off, which keeps the sampler and the loss's distribution equal)"""
     max_prompt_tokens: int = 1024
-    """context limit of a turn's prompt; older turns are dropped first (see ``rollout.fit_prompt``)"""
+    """context limit of a turn's prompt; older turns are dropped first (see ``policies.hf.HFChatBackend.fit``)"""
     max_turns_shown: int | None = 20
     """at most this many recent (observation, action) turns in the prompt (``None``: all that fit)"""
     list_admissible: bool = True

@@ -1,23 +1,18 @@
-"""Multi-turn episode collection with a Hugging Face causal LM, batched across episodes.
+"""Multi-turn episode collection for the learner, through the one LLM policy layer.
 
 :func:`collect_episodes` is a plain function of (model, tokenizer, envs, seeds, config,
 sampling seed) — no trainer state — so it can run anywhere (a Ray actor, another process).
-
-Per turn, every episode still running gets a prompt (:func:`fit_prompt`): the system prompt,
-the task, the (observation, action) history, the admissible commands; the budget appears
-when the env shows it (``TurnBudget(show_budget=True)`` puts ``[Turns left: x of T]`` in
-each observation).  All those prompts go through one left-padded ``model.generate`` call;
-each reply is cut at the first end-of-sequence token, its command extracted with
-:func:`~agentgym_budget.policies.prompting.parse_action` and sent to the env (a reply that
-is no command gets the env's own ``"Nothing happens."``).
-
-**Context-limit policy** (:func:`fit_prompt`): keep at most ``max_turns_shown`` recent
-turns; while the prompt is longer than ``max_prompt_tokens`` drop the oldest remaining turn
-(the system prompt, the task and the current observation always stay); if the current turn
-alone is too long, keep the last ``max_prompt_tokens`` tokens.
+It plays the episodes with :func:`training_policy` — an
+:class:`~agentgym_budget.policies.llm.LLMPolicy` over an
+:class:`~agentgym_budget.policies.hf.HFChatBackend`, the same prompt builder, context-limit
+policy, batched KV-cache generation and reply parser the evaluator's ``hf`` policy uses — and
+keeps, per turn, the prompt's token ids and the sampled reply tokens (what the loss scores).
+Every turn of every running episode goes through one batched generation; an episode's
+tokens are drawn from its own seed (from the sampling seed and its index), so they do not
+depend on which episodes share a batch.  A reply that is no command gets the env's own
+``"Nothing happens."``.
 
 Example:
-    >>> import torch
     >>> from agentgym_budget.train import TrainConfig, make_train_env, tiny_model_and_tokenizer
     >>> config = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4)
     >>> model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0")
@@ -36,21 +31,16 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+import numpy as np
+
 from agentgym_budget.envs.registration import make_budget_env
-from agentgym_budget.policies.prompting import build_prompt, parse_action
+from agentgym_budget.policies.chat import Sampling
+from agentgym_budget.policies.hf import HFChatBackend
+from agentgym_budget.policies.llm import LLMPolicy
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.wrappers import ProcessReward
 
-__all__ = [
-    "Episode",
-    "LMPolicy",
-    "Turn",
-    "collect_episodes",
-    "fit_prompt",
-    "generate_replies",
-    "make_train_env",
-    "reply_to_action",
-]
+__all__ = ["Episode", "Turn", "collect_episodes", "make_train_env", "training_policy"]
 
 
 @dataclass
@@ -98,23 +88,17 @@ def make_train_env(config: TrainConfig) -> gym.Env:
     return env
 
 
-def fit_prompt(
-    tokenizer: Any,
-    history: Sequence[tuple[str, str | None]],
-    task: str,
-    admissible: Sequence[str] | None,
-    max_prompt_tokens: int,
-    max_turns_shown: int | None = None,
-) -> list[int]:
-    """The prompt's token ids under the context-limit policy of the module docstring."""
-    turns = list(history)[-max_turns_shown:] if max_turns_shown else list(history)
-    while True:
-        ids = tokenizer(build_prompt(turns, task=task, admissible=admissible))["input_ids"]
-        if len(ids) <= max_prompt_tokens:
-            return ids
-        if len(turns) == 1:
-            return ids[-max_prompt_tokens:]
-        turns = turns[1:]
+def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature: float | None = None) -> LLMPolicy:
+    """The model as the LLM policy the config describes (the trainer's sampler, and its evaluation policy).
+
+    The budget reaches the model only through the env's observations (``show_budget`` is the
+    env's, see :func:`make_train_env`), so the policy itself does not read it.
+    """
+    sampling = Sampling(temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
+                        max_new_tokens=config.max_new_tokens)
+    backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})")
+    return LLMPolicy(backend, sampling, list_admissible=config.list_admissible,
+                     max_turns_shown=config.max_turns_shown)
 
 
 @torch.no_grad()
@@ -128,111 +112,30 @@ def collect_episodes(
 ) -> list[Episode]:
     """Run one episode in each env (``envs[i].reset(seed=seeds[i])``) until all have ended.
 
-    Sampling draws from a ``torch`` generator state set from ``sampling_seed``, so the same
-    (model, seeds, sampling_seed) gives the same episodes.
+    The same (model, seeds, sampling_seed) gives the same episodes.
     """
     if len(envs) != len(seeds):
         raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds")
-    was_training = model.training
-    model.eval()
-    torch.manual_seed(sampling_seed)
-
-    episodes, histories, infos, running = [], [], [], []
-    for env, seed in zip(envs, seeds):
+    policy = training_policy(model, tokenizer, config)
+    episodes, states, observations, infos = [], [], [], []
+    for index, (env, seed) in enumerate(zip(envs, seeds)):
         obs, info = env.reset(seed=int(seed))
         episodes.append(Episode(seed=int(seed), task=str(info["task"]), budget=int(info.get("budget", 0))))
-        histories.append([(obs, None)])
+        states.append(policy.start(int(np.random.SeedSequence([sampling_seed, index]).generate_state(1)[0])))
+        observations.append(obs)
         infos.append(info)
-        running.append(True)
-
-    while any(running):
-        active = [i for i, r in enumerate(running) if r]
-        prompts = [
-            fit_prompt(tokenizer, histories[i], episodes[i].task,
-                       infos[i]["admissible_commands"] if config.list_admissible else None,
-                       config.max_prompt_tokens, config.max_turns_shown)
-            for i in active
-        ]
-        replies = generate_replies(model, tokenizer, prompts, temperature=config.temperature, top_p=config.top_p,
-                                   max_new_tokens=config.max_new_tokens)
-        for i, prompt_ids, reply_ids in zip(active, prompts, replies):
-            admissible = infos[i]["admissible_commands"]
-            action = reply_to_action(tokenizer, reply_ids, admissible)
-            episode = episodes[i]
-            episode.invalid_actions += action not in admissible
-            obs, _, terminated, truncated, info = envs[i].step(action)
-            episode.turns.append(Turn(prompt_ids, reply_ids, action, float(info.get("process_reward", 0.0))))
-            episode.won = episode.won or bool(info.get("won", False))
+    running, ended = list(range(len(envs))), [False] * len(envs)
+    while running:
+        replies = policy.act_batch([states[i] for i in running], [observations[i] for i in running],
+                                   [infos[i] for i in running])
+        for i, reply in zip(running, replies):
+            episode, completion = episodes[i], reply.completion
+            episode.invalid_actions += reply.action not in infos[i]["admissible_commands"]
+            observations[i], _, terminated, truncated, infos[i] = envs[i].step(reply.action)
+            episode.turns.append(Turn(completion.prompt_ids, completion.completion_ids, reply.action,
+                                      float(infos[i].get("process_reward", 0.0))))
+            episode.won = episode.won or bool(infos[i].get("won", False))
             episode.terminated = bool(terminated)
-            histories[i][-1] = (histories[i][-1][0], action)
-            histories[i].append((obs, None))
-            infos[i] = info
-            running[i] = not (terminated or truncated)
-    model.train(was_training)
+            ended[i] = bool(terminated or truncated)
+        running = [i for i in running if not ended[i]]
     return episodes
-
-
-def reply_to_action(tokenizer: Any, reply_ids: Sequence[int], admissible: Sequence[str] | None) -> str:
-    """The command in a sampled reply (text after an imagined next ``Observation:`` is ignored)."""
-    text = tokenizer.decode(reply_ids, skip_special_tokens=True).split("Observation:", 1)[0]
-    return parse_action(text, admissible)
-
-
-def generate_replies(model: Any, tokenizer: Any, prompts: list[list[int]], *, temperature: float, top_p: float,
-                     max_new_tokens: int) -> list[list[int]]:
-    """Sample a reply per prompt (one left-padded batch); each reply ends at its first EOS."""
-    device = next(model.parameters()).device
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    width = max(len(p) for p in prompts)
-    input_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for row, ids in enumerate(prompts):
-        input_ids[row, width - len(ids):] = torch.tensor(ids)
-        attention_mask[row, width - len(ids):] = 1
-    out = model.generate(
-        input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-        do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
-        max_new_tokens=max_new_tokens, pad_token_id=pad_id, eos_token_id=tokenizer.eos_token_id,
-    )
-    replies = []
-    for row in out[:, width:].tolist():
-        if tokenizer.eos_token_id in row:
-            row = row[: row.index(tokenizer.eos_token_id) + 1]  # the EOS is a sampled action token too
-        replies.append(row)
-    return replies
-
-
-class LMPolicy:
-    """The model being trained as an evaluator :class:`~agentgym_budget.policies.base.Policy`.
-
-    It prompts, samples and parses exactly as :func:`collect_episodes` does, so Pass@(K,T)
-    measures the policy that training optimises.
-    """
-
-    reads_budget = False  # the budget reaches the model only through the env's observations
-
-    def __init__(self, model: Any, tokenizer: Any, config: TrainConfig, temperature: float | None = None) -> None:
-        self.model, self.tokenizer, self.config = model, tokenizer, config
-        self.temperature = config.temperature if temperature is None else temperature
-        self.name = f"lm({config.model})"
-        self._history: list[tuple[str, str | None]] = []
-
-    def reset(self, seed: int | None = None) -> None:
-        self._history = []
-        if seed is not None:
-            torch.manual_seed(seed)
-
-    @torch.no_grad()
-    def act(self, obs: str, info: dict[str, Any]) -> str:
-        admissible = info.get("admissible_commands")
-        prompt = fit_prompt(self.tokenizer, [*self._history, (obs, None)], str(info.get("task", "")),
-                            admissible if self.config.list_admissible else None, self.config.max_prompt_tokens,
-                            self.config.max_turns_shown)
-        was_training = self.model.training
-        self.model.eval()
-        [reply] = generate_replies(self.model, self.tokenizer, [prompt], temperature=self.temperature,
-                                   top_p=self.config.top_p, max_new_tokens=self.config.max_new_tokens)
-        self.model.train(was_training)
-        action = reply_to_action(self.tokenizer, reply, admissible)
-        self._history.append((obs, action))
-        return action

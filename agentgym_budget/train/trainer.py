@@ -45,10 +45,11 @@ import numpy as np
 import torch
 
 from agentgym_budget.envs.registration import budget_env_id
+from agentgym_budget.policies import hf
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, token_weight, turn_samples
 from agentgym_budget.train.kernels import policy_loss
-from agentgym_budget.train.rollout import LMPolicy
+from agentgym_budget.train.rollout import training_policy
 from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory
 
 __all__ = ["Trainer", "load_model_and_tokenizer", "train"]
@@ -63,35 +64,10 @@ def train(config: TrainConfig, rollout_pool: RolloutPoolFactory | None = None) -
 
 def load_model_and_tokenizer(name: str, env_id: str, seed: int, device: torch.device) -> tuple[Any, Any]:
     """``"tiny"`` → the offline tiny model for ``env_id``; otherwise a local/cached HF model."""
-    if name == "tiny":
-        from agentgym_budget.train.tiny_model import tiny_model_and_tokenizer
-
-        model, tokenizer = tiny_model_and_tokenizer(env_id, seed=seed)
-    else:
-        import transformers
-
-        model = transformers.AutoModelForCausalLM.from_pretrained(name)
-        tokenizer = _load_tokenizer(name)
+    model, tokenizer = hf.load_model_and_tokenizer(name, tiny_env=env_id, seed=seed)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.to(device), tokenizer
-
-
-def _load_tokenizer(name: str) -> Any:
-    """``AutoTokenizer``, except for a saved plain ``tokenizers`` tokenizer (our tiny one).
-
-    transformers 5's ``AutoTokenizer`` rebuilds a tokenizer of the model's type (e.g.
-    ``Qwen2Tokenizer``) with that type's own pre-tokenizer, which silently changes how a
-    custom BPE tokenizes; such a checkpoint is loaded as it was saved instead.
-    """
-    import transformers
-
-    config_file = Path(name) / "tokenizer_config.json"
-    if config_file.is_file():
-        saved_class = json.loads(config_file.read_text()).get("tokenizer_class")
-        if saved_class in ("TokenizersBackend", "PreTrainedTokenizerFast"):
-            return transformers.PreTrainedTokenizerFast.from_pretrained(name)
-    return transformers.AutoTokenizer.from_pretrained(name)
 
 
 class Trainer:
@@ -295,7 +271,7 @@ class Trainer:
 
         config = self.config
         env_id = budget_env_id(config.env_id) or config.env_id
-        policy = LMPolicy(self.model, self.tokenizer, config, temperature=config.eval_temperature)
+        policy = training_policy(self.model, self.tokenizer, config, temperature=config.eval_temperature)
         result = evaluate(env_id, policy, ks=config.eval_ks, ts=config.eval_ts, tasks=config.eval_tasks,
                           attempts=config.eval_attempts, seed=config.eval_seed,
                           env_kwargs=self.eval_env_kwargs, bootstrap=200)
@@ -322,7 +298,7 @@ class Trainer:
             "episodes_done": self.episodes_done,
             "env_steps_done": self.env_steps_done,
             "optimizer": self.optimizer.state_dict(),
-            "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()},
+            "rng": {"python": random.getstate(), "numpy": _numpy_rng_state(), "torch": torch.get_rng_state()},
             "config": self.config.to_dict(),
         }, folder / "trainer_state.pt")
         checkpoints = sorted((self.output_dir / "checkpoints").glob(f"{_CHECKPOINT_PREFIX}*"))
@@ -342,13 +318,47 @@ class Trainer:
         return path
 
     def _load_state(self, folder: Path) -> None:
-        state = torch.load(folder / "trainer_state.pt", map_location=self.device, weights_only=False)
+        state = load_trainer_state(folder / "trainer_state.pt", self.device)
         self.optimizer.load_state_dict(state["optimizer"])
         self.update, self.episodes_done, self.env_steps_done = (
             state["update"], state["episodes_done"], state["env_steps_done"])
         random.setstate(state["rng"]["python"])
-        np.random.set_state(state["rng"]["numpy"])
+        _set_numpy_rng_state(state["rng"]["numpy"])
         torch.set_rng_state(state["rng"]["torch"])
+
+
+def load_trainer_state(path: Path, device: Any = "cpu") -> dict[str, Any]:
+    """A checkpoint's ``trainer_state.pt``, unpickled with ``weights_only=True``.
+
+    Only tensors and plain containers load: a file that would build any other object (a crafted
+    pickle that calls ``os.system``, say) is refused with a :class:`ValueError`, never run.
+
+    Example:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "trainer_state.pt"
+        >>> torch.save({"update": 3, "rng": {"numpy": _numpy_rng_state()}}, path)
+        >>> load_trainer_state(path)["update"]
+        3
+    """
+    import pickle
+
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except pickle.UnpicklingError as e:
+        raise ValueError(f"{path} holds objects other than tensors and plain containers; refusing to load it "
+                         f"(weights_only=True): {str(e).splitlines()[0]}") from None
+
+
+def _numpy_rng_state() -> dict[str, Any]:
+    # np.random's legacy state holds an ndarray, which weights_only loading refuses: store a tensor.
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    return {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+            "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
+
+
+def _set_numpy_rng_state(state: dict[str, Any]) -> None:
+    keys = state["keys"].numpy().astype(np.uint32)
+    np.random.set_state((state["name"], keys, state["pos"], state["has_gauss"], state["cached_gaussian"]))
 
 
 def evaluation_env_kwargs(config: TrainConfig) -> tuple[dict[str, Any], bool]:

@@ -55,6 +55,9 @@ class BudgetCore:
                  budget_template: str = DEFAULT_BUDGET_TEMPLATE, budget_position: str = "suffix",
                  **schedule_options: Any) -> None:
         self.schedule: BudgetSchedule = parse_budget_spec(budget, **schedule_options)
+        if not isinstance(budget_template, str):
+            raise ValueError(f"budget_template must be a str such as {DEFAULT_BUDGET_TEMPLATE!r}, "
+                             f"got {type(budget_template).__name__} {budget_template!r}")
         if budget_position not in ("prefix", "suffix"):
             raise ValueError(f"budget_position must be 'prefix' or 'suffix', got {budget_position!r}")
         self.show_budget = bool(show_budget)

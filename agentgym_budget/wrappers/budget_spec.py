@@ -31,8 +31,9 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, Union, runtime_checkable
 
@@ -41,6 +42,7 @@ import numpy as np
 __all__ = [
     "ACCEPTED_FORMS",
     "DEFAULT_MIX_BUDGETS",
+    "MAX_BUDGET",
     "BudgetSchedule",
     "CurriculumBudget",
     "FixedBudget",
@@ -53,8 +55,12 @@ __all__ = [
 #: The budgets ``"mix"`` draws from when no set or range is given.
 DEFAULT_MIX_BUDGETS: tuple[int, ...] = (10, 20, 30, 40, 50)
 
+#: The largest budget any schedule accepts: no text-env episode needs more turns, and per-turn
+#: records (and the shown budget text, 9 digits wide) grow with it.
+MAX_BUDGET: int = 1_000_000
+
 ACCEPTED_FORMS = (
-    "an int T >= 1, 'T', 'fixed:T', 'mix', 'mix:T1,T2,...', 'uniform:LOW-HIGH', "
+    f"an int T in 1..{MAX_BUDGET}, 'T', 'fixed:T', 'mix', 'mix:T1,T2,...', 'uniform:LOW-HIGH', "
     "'curriculum:START->END@N' (optionally 'N' followed by 'episodes' or 'steps', and ':linear' or ':step'), "
     "or a BudgetSchedule object"
 )
@@ -75,10 +81,32 @@ class BudgetSchedule(Protocol):
         """The largest budget the schedule can return."""
 
 
+def _show(value: object) -> str:
+    """``repr(value)``, short: a huge int's repr fails past 4300 digits, a long string floods the message."""
+    if isinstance(value, int) and abs(value) > 10**30:
+        return f"an int of {len(str(value)) if value.bit_length() < 14_000 else 'over 4000'} digits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:60] + f"... ({len(text)} characters)"
+
+
 def _check_budget(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{where}: a budget must be an int >= 1, got {value!r}. Accepted forms: {ACCEPTED_FORMS}")
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or not 1 <= value <= MAX_BUDGET:
+        raise ValueError(f"{where}: a budget must be an int in 1..{MAX_BUDGET}, got {_show(value)}. "
+                         f"Accepted forms: {ACCEPTED_FORMS}")
     return int(value)
+
+
+def _items(value: object, what: str) -> tuple[object, ...]:
+    """``value`` as a tuple, or a ``ValueError`` when it is not a sequence (an int, a string, ...)."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise ValueError(f"{what} must be a sequence, got {type(value).__name__} {_show(value)}")
+    return tuple(value)
+
+
+def _real(value: object, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ValueError(f"{what} must be a real number, got {type(value).__name__} {_show(value)}")
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -106,11 +134,12 @@ class MixBudget:
     weights: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
-        if len(self.budgets) == 0:
+        budgets = _items(self.budgets, "mix budget: budgets")
+        if len(budgets) == 0:
             raise ValueError(f"mix budget: the set of budgets is empty. Accepted forms: {ACCEPTED_FORMS}")
-        object.__setattr__(self, "budgets", tuple(_check_budget(b, "mix budget") for b in self.budgets))
+        object.__setattr__(self, "budgets", tuple(_check_budget(b, "mix budget") for b in budgets))
         if self.weights is not None:
-            weights = tuple(float(w) for w in self.weights)
+            weights = tuple(_real(w, "mix budget: a weight") for w in _items(self.weights, "mix budget: weights"))
             if len(weights) != len(self.budgets):
                 raise ValueError(f"mix budget: {len(weights)} weights for {len(self.budgets)} budgets")
             if any(not np.isfinite(w) or w < 0 for w in weights) or sum(weights) <= 0:
@@ -163,13 +192,15 @@ class CurriculumBudget:
     interpolation: Interpolation = "linear"
 
     def __post_init__(self) -> None:
-        if len(self.schedule) == 0:
+        schedule = _items(self.schedule, "curriculum budget: schedule")
+        if len(schedule) == 0:
             raise ValueError(f"curriculum budget: empty schedule. Accepted forms: {ACCEPTED_FORMS}")
         points = []
-        for point in self.schedule:
-            if len(point) != 2:
-                raise ValueError(f"curriculum budget: schedule points are (progress, budget) pairs, got {point!r}")
-            progress, budget = point
+        for point in schedule:
+            pair = _items(point, "curriculum budget: a schedule point")
+            if len(pair) != 2:
+                raise ValueError(f"curriculum budget: schedule points are (progress, budget) pairs, got {_show(point)}")
+            progress, budget = _real(pair[0], "curriculum budget: progress"), pair[1]
             if not np.isfinite(progress) or progress < 0:
                 raise ValueError(f"curriculum budget: progress must be finite and >= 0, got {progress!r}")
             points.append((float(progress), _check_budget(budget, "curriculum budget")))
@@ -200,20 +231,27 @@ class CurriculumBudget:
 
 BudgetSpec = Union[int, str, BudgetSchedule]
 
-_INT = r"\s*(\d+)\s*"
+# ASCII digits only: \d would take "١٠" (Arabic-Indic digits) for 10.
+_INT = r"\s*([0-9]+)\s*"
 _CURRICULUM = re.compile(
-    rf"^{_INT}->{_INT}@\s*(\d+(?:\.\d+)?)\s*(episodes?|steps?)?\s*(?::\s*(linear|step)\s*)?$"
+    rf"^{_INT}->{_INT}@\s*([0-9]+(?:\.[0-9]+)?)\s*(episodes?|steps?)?\s*(?::\s*(linear|step)\s*)?$"
 )
 
 
 def _bad(spec: str, part: str) -> ValueError:
-    return ValueError(f"malformed budget spec {spec!r}: bad part {part!r}. Accepted forms: {ACCEPTED_FORMS}")
+    return ValueError(f"malformed budget spec {_show(spec)}: bad part {_show(part)}. Accepted forms: {ACCEPTED_FORMS}")
+
+
+def _to_int(digits: str, spec: str) -> int:
+    if len(digits.lstrip("0")) > len(str(MAX_BUDGET)):  # before int(): Python refuses > 4300 digits
+        raise ValueError(f"budget spec {_show(spec)}: {_show(digits)} is more than the largest budget, {MAX_BUDGET}")
+    return int(digits)
 
 
 def _parse_int(text: str, spec: str) -> int:
     if not re.fullmatch(_INT, text):
         raise _bad(spec, text)
-    return _check_budget(int(text), f"budget spec {spec!r}")
+    return _check_budget(_to_int(text.strip(), spec), f"budget spec {_show(spec)}")
 
 
 def parse_budget_spec(
@@ -232,18 +270,22 @@ def parse_budget_spec(
     Raises ``ValueError`` naming the bad part and the accepted forms when ``spec`` or an
     option is malformed, or when options are given that the mode does not use.
     """
+    if progress_unit not in ("episodes", "steps"):
+        raise ValueError(f"progress_unit must be 'episodes' or 'steps', got {_show(progress_unit)}")
+    if interpolation not in ("linear", "step"):
+        raise ValueError(f"interpolation must be 'linear' or 'step', got {_show(interpolation)}")
     if isinstance(spec, BudgetSchedule) and not isinstance(spec, (str, int)):
         return spec
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
-        mode, arg = "fixed", str(spec)
+        mode, arg, sep = "fixed", str(_check_budget(spec, "budget")), ":"
     elif isinstance(spec, str):
-        mode, _, arg = spec.strip().partition(":")
+        mode, sep, arg = spec.strip().partition(":")
         mode = mode.strip().lower()
-        if mode.isdigit() and not arg:
+        if mode.isascii() and mode.isdigit() and not sep:
             mode, arg = "fixed", mode
     else:
-        raise ValueError(f"budget must be an int, a str or a BudgetSchedule, got {type(spec).__name__} {spec!r}. "
-                         f"Accepted forms: {ACCEPTED_FORMS}")
+        raise ValueError(f"budget must be an int, a str or a BudgetSchedule, got {type(spec).__name__} "
+                         f"{_show(spec)}. Accepted forms: {ACCEPTED_FORMS}")
     text = str(spec)
     options = {"budgets": budgets, "weights": weights, "low": low, "high": high, "schedule": schedule}
     used = {"fixed": set(), "mix": {"budgets", "weights", "low", "high"}, "uniform": set(),
@@ -252,7 +294,7 @@ def parse_budget_spec(
         raise _bad(text, mode)
     unused = sorted(k for k, v in options.items() if v is not None and k not in used[mode])
     if unused:
-        raise ValueError(f"budget spec {text!r} does not use the option(s) {unused}. Accepted forms: {ACCEPTED_FORMS}")
+        raise ValueError(f"budget spec {_show(text)} does not use the option(s) {unused}. Accepted forms: {ACCEPTED_FORMS}")
 
     if mode == "fixed":
         return FixedBudget(_parse_int(arg, text))
@@ -262,6 +304,8 @@ def parse_budget_spec(
             raise _bad(text, arg)
         return UniformBudget(_parse_int(low_text, text), _parse_int(high_text, text))
     if mode == "mix":
+        if sep and not arg.strip():  # "mix:" is a set left empty, not the default set
+            raise _bad(text, "(an empty set after 'mix:')")
         return _parse_mix(text, arg, budgets, weights, low, high)
     return _parse_curriculum(text, arg, schedule, progress_unit, interpolation)
 
@@ -269,27 +313,28 @@ def parse_budget_spec(
 def _parse_mix(text: str, arg: str, budgets, weights, low, high) -> BudgetSchedule:
     given_set, given_range = budgets is not None, low is not None or high is not None
     if sum([bool(arg.strip()), given_set, given_range]) > 1:
-        raise ValueError(f"budget spec {text!r}: give the mix set in the string, or budgets=, or low=/high=, not several")
+        raise ValueError(f"budget spec {_show(text)}: give the mix set in the string, or budgets=, or low=/high=, not several")
     if given_range:
         if low is None or high is None:
-            raise ValueError(f"budget spec {text!r}: a uniform mix needs both low= and high=")
+            raise ValueError(f"budget spec {_show(text)}: a uniform mix needs both low= and high=")
         if weights is not None:
-            raise ValueError(f"budget spec {text!r}: weights= applies to a budget set, not to low=/high=")
+            raise ValueError(f"budget spec {_show(text)}: weights= applies to a budget set, not to low=/high=")
         return UniformBudget(low, high)
     if arg.strip():
         return MixBudget(tuple(_parse_int(part, text) for part in arg.split(",")), weights)
-    return MixBudget(tuple(budgets) if given_set else DEFAULT_MIX_BUDGETS, weights)
+    return MixBudget(_items(budgets, "budgets=") if given_set else DEFAULT_MIX_BUDGETS, weights)
 
 
 def _parse_curriculum(text: str, arg: str, schedule, progress_unit, interpolation) -> BudgetSchedule:
     if arg.strip() and schedule is not None:
-        raise ValueError(f"budget spec {text!r}: give the schedule in the string or as schedule=, not both")
+        raise ValueError(f"budget spec {_show(text)}: give the schedule in the string or as schedule=, not both")
     if schedule is not None:
-        return CurriculumBudget(tuple(tuple(p) for p in schedule), progress_unit, interpolation)
+        return CurriculumBudget(_items(schedule, "schedule="), progress_unit, interpolation)
     match = _CURRICULUM.match(arg)
     if not match:
         raise _bad(text, arg or "(no schedule)")
     start, end, horizon, unit, interp = match.groups()
     unit = "steps" if unit and unit.startswith("step") else ("episodes" if unit else progress_unit)
-    points = ((0.0, _check_budget(int(start), text)), (float(horizon), _check_budget(int(end), text)))
+    points = ((0.0, _check_budget(_to_int(start, text), _show(text))),
+              (float(horizon), _check_budget(_to_int(end, text), _show(text))))
     return CurriculumBudget(points, unit, interp or interpolation)

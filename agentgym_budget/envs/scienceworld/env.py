@@ -18,7 +18,9 @@ Semantics (where they differ from ``scienceworld.ScienceWorldEnv``):
   applies (ScienceWorld time passes and objects change), so both become ``None`` / ``[]``
   for the rest of the episode.  Generating it makes a reset slower (0.5-2 s); gold paths are
   cached per (task, variation, simplifications);
-* the first observation is the task description followed by ``look around``'s answer.
+* the first observation is the task description followed by ``look around``'s answer;
+* lone surrogates (``"\\ud800"``, which UTF-8 cannot encode and py4j would fail to send) are
+  replaced by U+FFFD before an action reaches the simulator; any string is a legal turn.
 
 Determinism: the seed fixes the (task, variation), ScienceWorld rebuilds that world
 identically, and unambiguous commands have the same outcomes.  Two things inside the
@@ -48,6 +50,7 @@ Example:
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import Any
 
@@ -58,6 +61,7 @@ __all__ = ["SPLITS", "ScienceWorldEnv", "split_variations"]
 
 #: ScienceWorld's variation splits.
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _EXTRA = "scienceworld"
 _TASK_PREFIX = "Task Description:"
@@ -197,7 +201,7 @@ class ScienceWorldEnv(TextEnv):
         if self._on_gold_path:
             self._on_gold_path = bool(self._gold) and action.strip() == self._gold[0]
             self._gold = self._gold[1:] if self._on_gold_path else []
-        observation, _, done, sim_info = self._sim.step(action)
+        observation, _, done, sim_info = self._sim.step(_LONE_SURROGATE.sub("\ufffd", action))
         score = sim_info["score"]
         reward, self._score = (score - self._score) / 100.0, score
         # With the simulator's step limit disabled, done means completed or failed (score < 0).

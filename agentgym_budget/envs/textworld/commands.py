@@ -6,6 +6,9 @@ account for (each was observed on TextWorld 1.7 games):
 * several commands in one turn: ``"take milk from fridge. prepare meal. eat meal"`` (also
   with ``then`` or a newline) wins a tw-cooking game in one step;
 * a NUL character in the command hangs the interpreter for good;
+* a backslash starts one of the interpreter's (dumb-frotz's) own escapes or meta-commands
+  (``\\g``, ``\\q``, ``\\help``; also inside a command, e.g. LaTeX's ``\\boxed{...}``): some
+  loop forever printing to stderr, deaf to SIGINT; Inform 7 commands never need one;
 * out-of-world verbs: ``restart`` / ``quit`` leave the game waiting for "yes or no" for the
   rest of the episode, ``superbrief`` shortens every later room description, ``script``
   starts a transcript, ``save`` / ``restore`` / ``undo`` touch interpreter state.
@@ -45,10 +48,10 @@ _ONE_COMMAND_ONLY = "Only one command per turn is accepted."
 
 
 def to_engine(action: str) -> str:
-    """The command sent to the engine: control characters removed (a NUL hangs the
-    interpreter), single spaces, no surrounding blanks or final periods, at most
+    """The command sent to the engine: control characters and backslashes removed (a NUL or a
+    backslash escape hangs the interpreter), single spaces, no surrounding blanks or final periods, at most
     :data:`MAX_COMMAND_LENGTH` characters (Jericho cuts longer input anyway, with a warning)."""
-    printable = "".join(c if c.isprintable() else " " for c in action)
+    printable = "".join(c if c.isprintable() and c != "\\" else " " for c in action)
     return " ".join(printable.split()).rstrip(". ").strip()[:MAX_COMMAND_LENGTH]
 
 

@@ -15,8 +15,8 @@ backward of ``logp`` and ``entropy`` (upstream gradients random):
   allocated before the timed runs.
 
 Run:
-    python benchmarks/kernels.py                       # full shape, CPU (+ CUDA if present)
-    python benchmarks/kernels.py --tokens 1024 --vocab 32000 --repeats 1   # quick look
+    python benchmarks/logprob_kernels.py                       # full shape, CPU (+ CUDA if present)
+    python benchmarks/logprob_kernels.py --tokens 1024 --vocab 32000 --repeats 1   # quick look
 """
 
 from __future__ import annotations

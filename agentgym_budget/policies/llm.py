@@ -1,0 +1,172 @@
+"""The one LLM policy: conversations per episode, a chat backend, replies parsed into commands.
+
+:class:`LLMPolicy` is a :class:`~agentgym_budget.policies.base.BatchPolicy` over any
+:class:`~agentgym_budget.policies.chat.ChatBackend` — a local model
+(:class:`~agentgym_budget.policies.hf.HFChatBackend`, registered as ``hf``) or a served one
+over the OpenAI protocol (``openai``).  The evaluator and the trainer both drive it: each turn
+it builds every pending episode's messages with
+:func:`~agentgym_budget.policies.prompting.build_messages`, asks the backend for all replies
+at once, and parses each with :func:`~agentgym_budget.policies.prompting.parse_action`.
+An episode's sampling seed at turn ``t`` derives from (episode seed, ``t``) alone, so an
+episode's actions do not depend on which other episodes share its batches.
+
+Example (the tiny offline model, untrained, so its commands are arbitrary):
+    >>> policy = make_hf_policy(model="tiny", tiny_env="KeyDoor-v0", max_new_tokens=8)
+    >>> state = policy.start(seed=0)
+    >>> info = {"task": "open the door", "admissible_commands": ["take key", "open door"]}
+    >>> [reply] = policy.act_batch([state], ["You see a key."], [info])
+    >>> isinstance(reply.action, str), reply.completion_tokens <= 8, len(state.history)
+    (True, True, 1)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from agentgym_budget.policies.base import PolicyReply
+from agentgym_budget.policies.chat import ChatBackend, Message, Sampling
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, build_messages, parse_action, strip_imagined_observation
+
+__all__ = ["LLMEpisode", "LLMPolicy", "make_hf_policy", "make_openai_policy", "turn_seed"]
+
+
+def turn_seed(episode_seed: int, turn: int) -> int:
+    """The sampling seed of one turn of an episode (31 bits: every backend and server accepts it)."""
+    return int(np.random.SeedSequence([episode_seed, turn, 0x11A]).generate_state(1)[0] >> 1)
+
+
+@dataclass
+class LLMEpisode:
+    """One episode's state in an :class:`LLMPolicy`: its seed and the ``(observation, reply)`` turns so far."""
+
+    seed: int
+    history: list[tuple[str, str]] = field(default_factory=list)
+
+
+class LLMPolicy:
+    """A language model as a policy (see the module docstring).
+
+    Args:
+        backend: generates the replies.
+        sampling: temperature, top-p, new-token limit, stop strings (exactly what the backend applies).
+        show_budget: add ``[Turns left: x of T]`` (from ``info``) under the latest observation.
+            The policy then reads the budget, so the evaluator runs one rollout per budget.
+            Leave it ``False`` when the env shows the budget itself (``TurnBudget(show_budget=True)``).
+        list_admissible: list ``info["admissible_commands"]`` under the latest observation.
+        max_turns_shown: keep only this many recent turns in the conversation (``None``: all).
+        system_prompt: the instructions; the task is appended to them.
+    """
+
+    llm = True  # the evaluator keeps transcripts of LLM policies by default
+    #: never recorded (results, run identity)
+    secret_settings = ("api_key",)
+    #: how replies are fetched, not what they are: a resume may change them
+    settings_without_effect = ("max_concurrency", "timeout", "max_retries", "cache", "base_url", "device")
+
+    def __init__(self, backend: ChatBackend, sampling: Sampling = Sampling(), *, show_budget: bool = False,
+                 list_admissible: bool = True, max_turns_shown: int | None = 20,
+                 system_prompt: str = SYSTEM_PROMPT) -> None:
+        if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.max_new_tokens < 1:
+            raise ValueError(f"need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1, got {sampling}")
+        if max_turns_shown is not None and max_turns_shown < 1:
+            raise ValueError(f"max_turns_shown must be >= 1 or None, got {max_turns_shown}")
+        self.backend, self.sampling = backend, sampling
+        self.name = backend.name
+        self.show_budget = self.reads_budget = bool(show_budget)
+        self.list_admissible = bool(list_admissible)
+        self.max_turns_shown = max_turns_shown
+        self.system_prompt = system_prompt
+        self._episode = LLMEpisode(seed=0)
+
+    # -- the batched interface the evaluator and the trainer use --------------------------------
+    def start(self, seed: int) -> LLMEpisode:
+        return LLMEpisode(seed=int(seed))
+
+    def messages(self, state: LLMEpisode, obs: str, info: dict[str, Any]) -> list[Message]:
+        """The conversation the model sees for this turn (without changing the state)."""
+        budget_text = None
+        if self.show_budget and "turns_left" in info:
+            budget_text = f"[Turns left: {info['turns_left']} of {info['budget']}]"
+        admissible = info.get("admissible_commands") if self.list_admissible else None
+        return build_messages(str(info.get("task", "")), [*state.history, (obs, None)], budget_text=budget_text,
+                              admissible=admissible, max_turns_shown=self.max_turns_shown,
+                              system_prompt=self.system_prompt)
+
+    def act_batch(self, states: Sequence[LLMEpisode], observations: Sequence[str],
+                  infos: Sequence[dict[str, Any]]) -> list[PolicyReply]:
+        conversations = [self.messages(s, o, i) for s, o, i in zip(states, observations, infos)]
+        seeds = [turn_seed(state.seed, len(state.history)) for state in states]
+        if getattr(self.backend, "reuses_prefixes", False):  # a local model keeps each episode's KV cache
+            completions = self.backend.complete(conversations, seeds, self.sampling, keys=[id(s) for s in states])
+        else:
+            completions = self.backend.complete(conversations, seeds, self.sampling)
+        replies = []
+        for state, obs, info, completion in zip(states, observations, infos, completions):
+            reply = strip_imagined_observation(completion.text)
+            state.history.append((obs, reply))
+            replies.append(PolicyReply(parse_action(reply, info.get("admissible_commands")), completion.text,
+                                       completion.prompt_tokens, completion.completion_tokens, completion))
+        return replies
+
+    def release(self, state: LLMEpisode) -> None:
+        """The episode is over: the backend may drop what it kept for it."""
+        forget = getattr(self.backend, "forget", None)
+        if forget is not None:
+            forget(id(state))
+
+    # -- the plain Policy interface, for one episode at a time ----------------------------------
+    def reset(self, seed: int | None = None) -> None:
+        self._episode = self.start(0 if seed is None else seed)
+
+    def act(self, obs: str, info: dict[str, Any]) -> str:
+        return self.act_batch([self._episode], [obs], [info])[0].action
+
+
+def _sampling(temperature: float, top_p: float, max_new_tokens: int, stop: Sequence[str] | str | None) -> Sampling:
+    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
+    return Sampling(temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new_tokens), stop=stops)
+
+
+def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: float = 0.7, top_p: float = 1.0,
+                   max_new_tokens: int = 48, stop: Sequence[str] | str | None = None, max_prompt_tokens: int = 2048,
+                   device: str | None = None, tiny_env: str = "ALFWorld-v0", model_kwargs: dict[str, Any] | None = None,
+                   **options: Any) -> LLMPolicy:
+    """The ``hf`` policy: a local causal LM (``model``: a loaded model, a path/hub name, or ``"tiny"``).
+
+    ``"tiny"`` builds the offline tiny model with a tokenizer trained on ``tiny_env``'s text.
+    ``options`` go to :class:`LLMPolicy` (``show_budget``, ``list_admissible``, ...).
+    """
+    from agentgym_budget.policies.hf import HFChatBackend, load_model_and_tokenizer
+
+    label = model if isinstance(model, str) else type(model).__name__
+    if isinstance(model, str):
+        model, tokenizer = load_model_and_tokenizer(model, tokenizer, tiny_env=tiny_env, **(model_kwargs or {}))
+    elif tokenizer is None:
+        raise ValueError("the hf policy needs a tokenizer with a model object (or a model path to load both from)")
+    if device is not None:
+        model = model.to(device)
+    backend = HFChatBackend(model.eval(), tokenizer, max_prompt_tokens=max_prompt_tokens, name=f"hf({label})")
+    return LLMPolicy(backend, _sampling(temperature, top_p, max_new_tokens, stop), **options)
+
+
+def make_openai_policy(model: str, base_url: str | None = None, api_key: str | None = None, *,
+                       temperature: float = 0.0, top_p: float = 1.0, max_new_tokens: int = 48,
+                       stop: Sequence[str] | str | None = None, max_concurrency: int | None = None,
+                       timeout: float = 60.0, max_retries: int = 5, cache: str | None = None,
+                       **options: Any) -> LLMPolicy:
+    """The ``openai`` policy: a served model over the OpenAI chat-completions protocol.
+
+    Any OpenAI-compatible server (vLLM, SGLang, llama.cpp, a hosted API) at ``base_url``;
+    ``api_key`` defaults to ``$OPENAI_API_KEY``; ``cache``: a file caching replies by request.
+    ``max_concurrency``: requests in flight at most (default ``None``: every episode the
+    evaluator has in flight, i.e. ``--concurrency``).  ``options`` go to :class:`LLMPolicy`.
+    """
+    from agentgym_budget.policies.served import OpenAIChatBackend
+
+    backend = OpenAIChatBackend(model, base_url=base_url, api_key=api_key, max_concurrency=max_concurrency,
+                                timeout=timeout, max_retries=max_retries, cache=cache)
+    return LLMPolicy(backend, _sampling(temperature, top_p, max_new_tokens, stop), **options)
