@@ -38,7 +38,7 @@ _WHAT = "the verifiers adapter"
 vf = require("verifiers", "verifiers", _WHAT)
 datasets = require("datasets", "verifiers", _WHAT)
 
-__all__ = ["BudgetMultiTurnEnv"]
+__all__ = ["BudgetMultiTurnEnv", "StrictServerClient"]
 
 _METRICS = ("budget", "turns", "won", "terminated", "truncated")
 
@@ -60,7 +60,7 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
                  env_kwargs: dict[str, Any] | None = None, **vf_kwargs: Any) -> None:
         self.budget_env_id, self.budget_spec = env_id, budget
         self.wrappers, self.env_kwargs, self.list_commands = tuple(wrappers), dict(env_kwargs or {}), list_commands
-        rows = [{"question": "", "answer": "", "info": {"seed": first_seed + i}, "task": env_id}
+        rows = [{"question": "", "answer": "", "info": {"seed": first_seed + i}}
                 for i in range(num_examples)]
         dataset = datasets.Dataset.from_list(rows)
         rubric = vf.Rubric(funcs=[episode_return], weights=[1.0])
@@ -75,17 +75,18 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         session = BudgetSession(self.budget_env_id, self.budget_spec, wrappers=self.wrappers, **self.env_kwargs)
         session.reset(seed=info.get("seed"), budget=info.get("budget"), options=info.get("options"))
         self._sessions[id(state)] = session
-        state["prompt"] = [*state["prompt"], {"role": "user", "content": format_turn(session, self.list_commands)}]
+        prompt = list(state["prompt"])
+        if prompt and _role(prompt[-1]) == "user" and not _content(prompt[-1]):
+            prompt = prompt[:-1]  # the dataset's empty question: the observation is the question
+        state["prompt"] = [*prompt, vf.UserMessage(content=format_turn(session, self.list_commands))]
         state["episode"] = session.summary()
         return state
 
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
         session = self._sessions[id(state)]
-        reply = messages[-1]
-        text = reply.get("content") if isinstance(reply, dict) else getattr(reply, "content", "")
-        session.step(parse_action(str(text or ""), session.admissible_commands))
+        session.step(parse_action(str(_content(messages[-1]) or ""), session.admissible_commands))
         state["episode"] = session.summary()
-        response = [{"role": "user", "content": format_turn(session, self.list_commands)}]
+        response = [vf.UserMessage(content=format_turn(session, self.list_commands))]
         if session.done:
             state["final_env_response"] = response
         return response
@@ -107,9 +108,32 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
             session.close()
 
 
+class StrictServerClient(vf.OpenAIChatCompletionsClient):
+    """verifiers' chat-completions client for servers with a strict request schema (llama.cpp's).
+
+    verifiers sends every assistant message with ``"tool_calls": null`` and
+    ``"reasoning_content": null``; ``llama-cpp-python``'s server (0.3.x) rejects those with a 500.
+    This drops the ``None`` fields.  It also cannot see ``max_tokens`` (verifiers renames it to
+    ``max_completion_tokens``, which that server ignores): pass
+    ``sampling_args={"extra_body": {"max_tokens": N}}`` there.
+    """
+
+    async def to_native_prompt(self, messages: vf.Messages) -> tuple[list[Any], dict]:
+        native, extra = await super().to_native_prompt(messages)
+        return [{k: v for k, v in dict(m).items() if v is not None} for m in native], extra
+
+
 async def episode_return(state: vf.State, **_: Any) -> float:
     """The episode's return: the env's reward (won → 1) plus any process reward."""
     return float(state.get("episode", {}).get("return", 0.0))
+
+
+def _role(message: Any) -> str | None:
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+
+
+def _content(message: Any) -> Any:
+    return message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
 
 
 def _metric(name: str):
