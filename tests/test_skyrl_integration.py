@@ -110,3 +110,15 @@ def test_forced_budget_process_reward_and_bad_config() -> None:
     env.close()
     with pytest.raises(ValueError, match="env_id"):
         SkyRLBudgetEnv({"budget": 3})
+
+
+def test_a_curriculum_follows_the_progress_the_trainer_passes() -> None:
+    # SkyRL makes a fresh env per trajectory, so a curriculum needs the trainer's progress.
+    register_skyrl_envs()
+    config = DictConfig({"budget": "curriculum:8->2@100"})
+    budgets = []
+    for progress in (0, 50, 100, 1000):
+        env = skyrl_gym.make("KeyDoor-Budget-v0", env_config=config, extras={"seed": 0, "progress": progress})
+        budgets.append(env.init([])[1]["budget"])
+        env.close()
+    assert budgets == [8, 5, 2, 2]

@@ -107,9 +107,10 @@ class BudgetEnvironment(Environment[TextAction, TextObservation, BudgetState]):
         self._episode_id: str | None = None
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, budget: int | None = None,
-              **kwargs: Any) -> TextObservation:
-        """New episode; ``budget=T`` forces its budget, other kwargs go to the env as ``options``."""
-        self.session.reset(seed=seed, budget=budget, options=kwargs or None)
+              progress: float | None = None, **kwargs: Any) -> TextObservation:
+        """New episode; ``budget=T`` forces its budget, ``progress`` sets the curriculum's, other
+        kwargs go to the env as ``options``."""
+        self.session.reset(seed=seed, budget=budget, options=kwargs or None, progress=progress)
         self._episode_id = episode_id or uuid.uuid4().hex
         return self._observation()
 

@@ -117,8 +117,15 @@ class BudgetSession:
 
     # -- the episode ---------------------------------------------------------------------------
     def reset(self, seed: int | None = None, budget: int | None = None,
-              options: Mapping[str, Any] | None = None) -> str:
-        """Start an episode (``budget=T`` forces its budget, else it is drawn); the first observation."""
+              options: Mapping[str, Any] | None = None, progress: float | None = None) -> str:
+        """Start an episode; the first observation.
+
+        ``budget=T`` forces its budget, else it is drawn.  ``progress`` sets the curriculum
+        progress first (``TurnBudget.set_progress``): adapters whose library makes a fresh env
+        per episode pass the trainer's global progress this way.
+        """
+        if progress is not None:
+            self.turn_budget.set_progress(float(progress))
         env_options = dict(options or {})
         if budget is not None:
             env_options["budget"] = int(budget)

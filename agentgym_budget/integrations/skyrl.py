@@ -77,7 +77,8 @@ class SkyRLBudgetEnv(BaseTextEnv):
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """Reset the env; the prompt with the first observation appended as a user message."""
         options = self.extras.get("options")
-        self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options)
+        self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
+                           progress=self.extras.get("progress"))
         self.turns = 0
         first = {"role": "user", "content": format_turn(self.session, self.list_commands)}
         return [*prompt, first], self._metadata()

@@ -76,7 +76,8 @@ class BudgetToolEnv:
 
     def reset(self, **row: Any) -> str:
         """Start an episode (``seed``, ``budget``, ``options`` from the dataset row); the first observation."""
-        self.session.reset(seed=row.get("seed"), budget=row.get("budget"), options=row.get("options"))
+        self.session.reset(seed=row.get("seed"), budget=row.get("budget"), options=row.get("options"),
+                           progress=row.get("progress"))
         return format_turn(self.session, self.list_commands)
 
     def act(self, command: str) -> str:

@@ -73,7 +73,8 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
     async def setup_state(self, state: vf.State) -> vf.State:
         info = state["info"] or {}
         session = BudgetSession(self.budget_env_id, self.budget_spec, wrappers=self.wrappers, **self.env_kwargs)
-        session.reset(seed=info.get("seed"), budget=info.get("budget"), options=info.get("options"))
+        session.reset(seed=info.get("seed"), budget=info.get("budget"), options=info.get("options"),
+                      progress=info.get("progress"))
         self._sessions[id(state)] = session
         prompt = list(state["prompt"])
         if prompt and _role(prompt[-1]) == "user" and not _content(prompt[-1]):
