@@ -66,3 +66,31 @@ def test_evaluate_against_the_real_llama_cpp_server(llama: LlamaServer) -> None:
         if metrics["truncated"]:
             assert out["completion"][-1]["content"].endswith("The episode is over: the turn budget is spent.")
     assert {out["metrics"]["budget"] for out in outputs} == {2, 3}
+
+
+def test_an_episode_the_env_terminates_stops_on_env_terminated() -> None:
+    # The rollout's own hooks, driven by hand with expert replies (the tiny served model never wins).
+    import asyncio
+
+    from agentgym_budget.integrations.verifiers_env import episode_return
+
+    env = BudgetMultiTurnEnv(ENV_ID, budget="mix:2,3")
+    mirror = BudgetSession(ENV_ID, budget=50)
+    mirror.reset(seed=3)
+
+    async def play() -> vf.State:
+        state = vf.State(input={"prompt": [{"role": "system", "content": "play"}], "info": {"seed": 3, "budget": 50}})
+        state["prompt"] = [{"role": "system", "content": "play"}]
+        state = await env.setup_state(state)
+        while not (await env.env_terminated(state) or await env.budget_truncated(state)):
+            action = mirror.info["expert_action"]
+            mirror.step(action)
+            await env.env_response([{"role": "assistant", "content": f"Action: {action}"}], state)
+        return state
+
+    state = asyncio.run(play())
+    assert asyncio.run(env.env_terminated(state)) and not asyncio.run(env.budget_truncated(state))
+    assert state["episode"]["won"] and state["episode"]["budget"] == 50
+    assert asyncio.run(episode_return(state)) == 1.0
+    assert state["final_env_response"][0].content.endswith("the task was completed.")
+    asyncio.run(env.close_episode(state))
