@@ -7,5 +7,13 @@
 * :mod:`agentgym_budget.integrations.vector` — Gymnasium vector envs over text envs
   (``AsyncVectorEnv`` without shared memory; autoreset modes).
 
+LLM-RL libraries, each over :class:`~agentgym_budget.integrations.session.BudgetSession` (one
+budgeted episode held for APIs that are not Gymnasium's):
+
+* :mod:`agentgym_budget.integrations.trl_env` — TRL ``GRPOTrainer(environment_factory=...)`` (extra ``trl``).
+* :mod:`agentgym_budget.integrations.verifiers_env` — a verifiers ``MultiTurnEnv`` (extra ``verifiers``).
+* :mod:`agentgym_budget.integrations.skyrl` — SkyRL-gym ``BaseTextEnv`` and registry (extra ``skyrl``).
+* :mod:`agentgym_budget.integrations.openenv_env` — served over OpenEnv's HTTP/WebSocket server (extra ``openenv``).
+
 The multi-agent household env itself is an environment: :mod:`agentgym_budget.envs.household`.
 """

@@ -1,0 +1,194 @@
+"""OpenEnv (``openenv-core``): serve any budgeted text env over OpenEnv's HTTP/WebSocket server.
+
+* :class:`BudgetEnvironment` — an ``openenv.core.env_server.Environment`` over a
+  :class:`~agentgym_budget.integrations.session.BudgetSession` (any registered id, any budget
+  spec).  ``reset(seed=, budget=)`` (``budget`` forces the episode's budget), ``step(TextAction)``,
+  ``state`` (episode id, steps, budget, turns left).
+* :class:`TextAction` / :class:`TextObservation` / :class:`BudgetState` — the wire types.  The
+  observation carries ``text``, ``admissible_commands``, ``budget``, ``turn``, ``turns_left``,
+  ``won``, and — since OpenEnv's ``done`` is a single flag — ``terminated`` and ``truncated``
+  (``done == terminated or truncated``); ``reward`` is the env's step reward.
+* :func:`make_openenv_app` — the FastAPI app (``openenv.core.env_server.create_fastapi_app``):
+  one env per WebSocket session, closed when the session ends — by the client's ``close``, or
+  when it disconnects (OpenEnv's server destroys the session on ``WebSocketDisconnect``).
+* :class:`BudgetEnvClient` — OpenEnv's ``EnvClient`` for these types (``.sync()`` for sync code).
+* :func:`serve` — run the app with uvicorn on ``127.0.0.1`` in a background thread (a context manager).
+
+OpenEnv's stateless HTTP ``/reset`` and ``/step`` build a fresh env per request, so episodes
+need the WebSocket session (what ``EnvClient`` uses).
+
+Example:
+    >>> from agentgym_budget.integrations.openenv_env import BudgetEnvClient, TextAction, serve
+    >>> with serve("KeyDoor-Budget-v0", budget="mix:2,3") as url:
+    ...     with BudgetEnvClient(base_url=url).sync() as client:
+    ...         result = client.reset(seed=0, budget=2)
+    ...         result = client.step(TextAction(command="look"))
+    ...         result = client.step(TextAction(command="look"))
+    >>> result.done, result.observation.truncated, result.observation.terminated, result.observation.budget
+    (True, True, False, 2)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from agentgym_budget._optional import require
+from agentgym_budget.integrations.session import BudgetSession, Wrapper
+from agentgym_budget.wrappers.budget_spec import BudgetSpec
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+_WHAT = "the OpenEnv adapter"
+require("openenv.core", "openenv", _WHAT)
+
+from openenv.core import EnvClient  # noqa: E402
+from openenv.core.client_types import StepResult  # noqa: E402
+from openenv.core.env_server import Action, Environment, Observation, State, create_fastapi_app  # noqa: E402
+from openenv.core.env_server.types import ConcurrencyConfig  # noqa: E402
+from pydantic import Field  # noqa: E402
+
+__all__ = [
+    "BudgetEnvClient", "BudgetEnvironment", "BudgetState", "TextAction", "TextObservation", "make_openenv_app",
+    "serve",
+]
+
+
+class TextAction(Action):
+    """One text command (``"go to fridge 1"``)."""
+
+    command: str = Field(..., description="the command to play this turn")
+
+
+class TextObservation(Observation):
+    """What the agent sees after ``reset``/``step``; ``done`` is ``terminated or truncated``."""
+
+    text: str = Field(default="", description="the env's text observation (with the budget when shown)")
+    task: str = Field(default="", description="the goal")
+    admissible_commands: list[str] = Field(default_factory=list)
+    budget: int = Field(default=0, description="this episode's turn budget")
+    turn: int = Field(default=0, description="turns taken")
+    turns_left: int = Field(default=0)
+    won: bool = False
+    terminated: bool = Field(default=False, description="the env ended the episode (won or lost)")
+    truncated: bool = Field(default=False, description="the turn budget ended the episode")
+    info: dict[str, Any] = Field(default_factory=dict, description="the JSON-safe public info")
+
+
+class BudgetState(State):
+    """``episode_id``, ``step_count`` plus the budget's view."""
+
+    env_id: str = ""
+    budget: int = 0
+    turns_left: int = 0
+
+
+class BudgetEnvironment(Environment[TextAction, TextObservation, BudgetState]):
+    """An OpenEnv ``Environment`` over one budgeted text env (one instance per session).
+
+    Args:
+        env_id, budget, wrappers, env_kwargs: as :class:`~agentgym_budget.integrations.session.BudgetSession`.
+    """
+
+    #: every instance owns its own env and RNGs, so sessions are isolated.
+    SUPPORTS_CONCURRENT_SESSIONS = True
+
+    def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
+                 **env_kwargs: Any) -> None:
+        super().__init__()
+        self.session = BudgetSession(env_id, budget, wrappers=wrappers, **env_kwargs)
+        self._episode_id: str | None = None
+
+    def reset(self, seed: int | None = None, episode_id: str | None = None, budget: int | None = None,
+              progress: float | None = None, **kwargs: Any) -> TextObservation:
+        """New episode; ``budget=T`` forces its budget, ``progress`` sets the curriculum's, other
+        kwargs go to the env as ``options``."""
+        self.session.reset(seed=seed, budget=budget, options=kwargs or None, progress=progress)
+        self._episode_id = episode_id or uuid.uuid4().hex
+        return self._observation()
+
+    def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
+        self.session.step(action.command)
+        return self._observation()
+
+    @property
+    def state(self) -> BudgetState:
+        return BudgetState(episode_id=self._episode_id, step_count=self.session.turn, env_id=self.session.env_id,
+                           budget=self.session.budget, turns_left=self.session.turns_left)
+
+    def close(self) -> None:
+        self.session.close()
+
+    def _observation(self) -> TextObservation:
+        s = self.session
+        return TextObservation(
+            text=s.observation, task=str(s.info.get("task", "")), admissible_commands=s.admissible_commands,
+            budget=s.budget, turn=s.turn, turns_left=s.turns_left, won=s.won, terminated=s.terminated,
+            truncated=s.truncated, done=s.done, reward=s.reward, info=s.public_info(),
+        )
+
+
+def make_openenv_app(env_id: str, budget: BudgetSpec | None = None, *, max_concurrent_envs: int = 8,
+                     session_timeout: float | None = None, wrappers: Iterable[Wrapper] = (),
+                     **env_kwargs: Any) -> FastAPI:
+    """OpenEnv's FastAPI app serving ``env_id`` under ``budget`` (one env per WebSocket session).
+
+    ``session_timeout`` (seconds): OpenEnv's reaper closes sessions idle that long (``None``: never;
+    a disconnected client's session is closed at once either way).
+    """
+    factory = functools.partial(BudgetEnvironment, env_id, budget, wrappers=tuple(wrappers), **env_kwargs)
+    config = ConcurrencyConfig(max_concurrent_envs=max_concurrent_envs, session_timeout=session_timeout)
+    return create_fastapi_app(factory, TextAction, TextObservation, concurrency_config=config)
+
+
+class BudgetEnvClient(EnvClient[TextAction, TextObservation, BudgetState]):
+    """OpenEnv's WebSocket client for :func:`make_openenv_app` servers (async; ``.sync()`` for sync use)."""
+
+    def _step_payload(self, action: TextAction) -> dict[str, Any]:
+        return {"command": action.command}
+
+    def _parse_result(self, payload: dict[str, Any]) -> StepResult[TextObservation]:
+        observation = TextObservation(**payload.get("observation", {}), reward=payload.get("reward"),
+                                      done=payload.get("done", False))
+        return StepResult(observation=observation, reward=payload.get("reward"), done=payload.get("done", False))
+
+    def _parse_state(self, payload: dict[str, Any]) -> BudgetState:
+        return BudgetState(**payload)
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def serve(env_id: str, budget: BudgetSpec | None = None, *, port: int | None = None, startup_timeout: float = 30.0,
+          **app_kwargs: Any) -> Iterator[str]:
+    """Serve :func:`make_openenv_app` on ``127.0.0.1`` in a thread; yields its ``http://`` URL, stops on exit."""
+    uvicorn = require("uvicorn", "openenv", _WHAT)
+    app = make_openenv_app(env_id, budget, **app_kwargs)
+    config = uvicorn.Config(app, host="127.0.0.1", port=port or free_port(), log_level="warning", lifespan="on")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, name=f"openenv-{env_id}", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + startup_timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the OpenEnv server for {env_id!r} did not start on 127.0.0.1:{config.port}")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+

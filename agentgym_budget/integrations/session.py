@@ -1,0 +1,203 @@
+"""One budgeted text episode, held for LLM-RL libraries whose env API is not Gymnasium's.
+
+TRL, verifiers, SkyRL-gym and OpenEnv each drive an environment in their own shape (tool
+calls, chat messages, HTTP sessions), but underneath every one of our adapters plays the same
+thing: a :func:`~agentgym_budget.envs.registration.make_budget_env` env (any registered id,
+any budget spec: fixed, mix, curriculum), optionally under extra wrappers such as
+:class:`~agentgym_budget.wrappers.ProcessReward`.  :class:`BudgetSession` holds that env and
+the state of its current episode — the last observation and ``info``, whether it
+*terminated* (won or lost) or was *truncated* (budget spent), the return so far — so each
+adapter is only the translation to its library.
+
+The budget itself stays :class:`~agentgym_budget.wrappers.TurnBudget`'s: drawn at ``reset``
+from its seeded RNG, forced with ``reset(budget=T)``, shown in the observation with
+``show_budget=True``, reported in ``info`` (``budget``, ``turn``, ``turns_left``).
+
+Example:
+    >>> import agentgym_budget
+    >>> from agentgym_budget.integrations.session import BudgetSession
+    >>> session = BudgetSession("KeyDoor-Budget-v0", budget="mix:2,3")
+    >>> obs = session.reset(seed=0, budget=2)
+    >>> session.budget, session.turns_left, session.done
+    (2, 2, False)
+    >>> _ = session.step("look"); _ = session.step("look")
+    >>> session.done, session.terminated, session.truncated, session.outcome
+    (True, False, True, 'truncated')
+    >>> session.summary()["budget"], session.summary()["turns"]
+    (2, 2)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+import gymnasium as gym
+
+from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.wrappers.budget import TurnBudget, find_turn_budget
+from agentgym_budget.wrappers.budget_spec import BudgetSpec
+
+__all__ = ["BudgetSession", "EpisodeOver", "Wrapper", "format_turn", "json_safe"]
+
+#: Something that wraps an env (e.g. ``lambda env: ProcessReward(env, "subgoal", 0.1)``).
+Wrapper = Callable[[gym.Env], gym.Env]
+
+#: ``info`` keys every adapter passes on (when present): the env contract's and the budget's.
+PUBLIC_INFO_KEYS: tuple[str, ...] = (
+    "task", "admissible_commands", "won", "lost", "turn", "budget", "turns_left",
+    "outcome_reward", "process_reward",
+)
+
+
+class EpisodeOver(RuntimeError):
+    """A step after the episode ended (terminated or truncated); call ``reset`` first."""
+
+
+class BudgetSession:
+    """A budgeted text env and the state of its current episode.
+
+    Args:
+        env_id: any registered text env id (``"ALFWorld-Budget-v0"``, ``"KeyDoor-v0"``, ...).
+        budget: a budget spec (``4``, ``"mix"``, ``"mix:10,20"``, ``"curriculum:50->10@2000"``,
+            a ``BudgetSchedule``); ``None``: the id's default (``X-Budget-v0`` ids only).
+        wrappers: applied in order on top of the budgeted env (e.g. ``ProcessReward``).
+        env_kwargs: passed to :func:`make_budget_env` (``show_budget=True``, env options, ...).
+    """
+
+    def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
+                 **env_kwargs: Any) -> None:
+        env: gym.Env = make_budget_env(env_id, budget, **env_kwargs)
+        for wrap in wrappers:
+            env = wrap(env)
+        self.env = env
+        self.env_id = env_id
+        found = find_turn_budget(env)
+        if found is None:  # a wrapper that hides the chain: the budget could not be reported
+            raise ValueError(f"the wrappers of {env_id!r} hide its TurnBudget (keep gym.Wrapper chains)")
+        self.turn_budget: TurnBudget = found
+        self.observation: str = ""
+        self.info: dict[str, Any] = {}
+        self.reward: float = 0.0  # the last step's reward
+        self.total_reward: float = 0.0
+        self.terminated = self.truncated = False
+        self.started = False
+
+    # -- state -----------------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        """The episode has ended: the env terminated it or the budget truncated it."""
+        return self.terminated or self.truncated
+
+    @property
+    def outcome(self) -> str:
+        """``"running"``, ``"terminated"`` (won or lost) or ``"truncated"`` (budget spent)."""
+        return "terminated" if self.terminated else "truncated" if self.truncated else "running"
+
+    @property
+    def budget(self) -> int:
+        return int(self.info.get("budget", self.turn_budget.budget))
+
+    @property
+    def turns_left(self) -> int:
+        return int(self.info.get("turns_left", self.turn_budget.turns_left))
+
+    @property
+    def turn(self) -> int:
+        return int(self.info.get("turn", 0))
+
+    @property
+    def won(self) -> bool:
+        return bool(self.info.get("won", False))
+
+    @property
+    def admissible_commands(self) -> list[str]:
+        return list(self.info.get("admissible_commands", []))
+
+    # -- the episode ---------------------------------------------------------------------------
+    def reset(self, seed: int | None = None, budget: int | None = None,
+              options: Mapping[str, Any] | None = None, progress: float | None = None) -> str:
+        """Start an episode; the first observation.
+
+        ``budget=T`` forces its budget, else it is drawn.  ``progress`` sets the curriculum
+        progress first (``TurnBudget.set_progress``): adapters whose library makes a fresh env
+        per episode pass the trainer's global progress this way.
+        """
+        if progress is not None:
+            self.turn_budget.set_progress(float(progress))
+        env_options = dict(options or {})
+        if budget is not None:
+            env_options["budget"] = int(budget)
+        self.observation, self.info = self.env.reset(seed=seed, options=env_options or None)
+        self.reward = self.total_reward = 0.0
+        self.terminated = self.truncated = False
+        self.started = True
+        return self.observation
+
+    def step(self, action: str) -> str:
+        """Play one command; the observation.  Raises :class:`EpisodeOver` once the episode has ended."""
+        if not self.started:
+            raise EpisodeOver("the episode has not started: call reset first")
+        if self.done:
+            raise EpisodeOver(f"the episode is over ({self.outcome}); call reset for a new one")
+        self.observation, reward, terminated, truncated, self.info = self.env.step(action)
+        self.reward = float(reward)
+        self.total_reward += self.reward
+        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        return self.observation
+
+    def public_info(self) -> dict[str, Any]:
+        """The JSON-safe part of ``info`` every adapter passes on (:data:`PUBLIC_INFO_KEYS`)."""
+        return {k: json_safe(self.info[k]) for k in PUBLIC_INFO_KEYS if k in self.info}
+
+    def summary(self) -> dict[str, Any]:
+        """The episode so far, JSON-safe: budget, turns, outcome, return, won (for logs and metrics)."""
+        return {
+            "env_id": self.env_id, "budget": self.budget, "turns": self.turn, "turns_left": self.turns_left,
+            "terminated": self.terminated, "truncated": self.truncated, "outcome": self.outcome,
+            "won": self.won, "return": self.total_reward,
+        }
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def format_turn(session: BudgetSession, list_commands: bool = True) -> str:
+    """The text an LLM sees for the current state: observation, how the episode ended, commands.
+
+    The remaining budget is in the observation itself when the env was made with
+    ``show_budget=True`` (``TurnBudget``'s own text); this adds only the end of episode and
+    (``list_commands=True``) the admissible commands.
+
+    >>> import agentgym_budget
+    >>> session = BudgetSession("KeyDoor-Budget-v0", budget=3, show_budget=True)
+    >>> _ = session.reset(seed=0, options={"task": "red-blue"})
+    >>> print(format_turn(session))  # doctest: +ELLIPSIS
+    You are in a hall...[Turns left: 3 of 3]
+    Admissible commands: take key, open red door, open blue door
+    """
+    text = session.observation
+    if session.terminated:
+        text += f"\n\nThe episode is over: the task was {'completed' if session.won else 'failed'}."
+    elif session.truncated:
+        text += "\n\nThe episode is over: the turn budget is spent."
+    elif list_commands and session.admissible_commands:
+        text += "\nAdmissible commands: " + ", ".join(session.admissible_commands)
+    return text
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` if JSON can carry it, else a JSON-safe copy (numpy scalars/arrays, tuples, objects)."""
+    try:
+        json.dumps(value)
+        return value
+    except TypeError:
+        pass
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, Mapping):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [json_safe(v) for v in value]
+    return str(value)

@@ -1,0 +1,142 @@
+"""TRL: budgeted text envs as ``GRPOTrainer(environment_factory=...)`` environments.
+
+TRL's environment mode (``trl`` >= 1.x, marked experimental; transformers >= 5.2; no vLLM
+needed) makes one environment instance per rollout, calls its ``reset(**dataset_row)`` and
+appends the returned text to the prompt's last user message, then lets the model call the
+instance's public methods as tools until it stops calling them (or
+``GRPOConfig.max_tool_calling_iterations`` / ``max_completion_length`` is reached).
+
+* :func:`environment_factory` — the factory to pass: each instance is a :class:`BudgetToolEnv`
+  over a :class:`~agentgym_budget.integrations.session.BudgetSession` (any registered id, any
+  budget spec: fixed, mix, curriculum; extra wrappers such as ``ProcessReward``).
+* :class:`BudgetToolEnv` — ``reset(seed=..., budget=..., **row)`` (the dataset row: ``seed``
+  picks the task and the budget draw, so the ``num_generations`` completions of a prompt play
+  the same task under the same budget, as GRPO's group baseline wants; ``budget`` forces it)
+  and one tool, ``act(command)``, one env turn per call.  With ``show_budget=True`` each
+  observation ends with the remaining budget.
+* :func:`episode_reward` — the reward function to pass (``reward_funcs=[episode_reward]``): each
+  rollout's return (the env's reward, won → 1, plus any process reward).  It also logs
+  ``budget``, ``turns``, ``outcome``, ``won`` as columns of TRL's completions table
+  (``log_completions=True``: printed, and written to ``output_dir/completions/*.parquet``) and
+  their means as metrics (``episode/budget``, ...).
+* :func:`chatml_tool_tokenizer` — for a tokenizer without a chat template (e.g. the tiny test
+  model's): TRL's Qwen2.5 template and its ChatML tokens, so TRL can render and parse tool calls.
+
+What TRL's API cannot express, and what this adapter does instead:
+
+* The episode's end.  TRL's loop stops only when the model stops calling tools; an
+  environment cannot end it.  When the env terminates or the budget truncates, ``act`` says so
+  in its result ("The episode is over: ...") and every later call fails with
+  :class:`~agentgym_budget.integrations.session.EpisodeOver` (TRL feeds the error back to the
+  model as the tool result).  Which of the two ended it is in the ``outcome`` column
+  (``terminated`` / ``truncated``; ``running`` when TRL stopped first: the model stopped
+  calling ``act`` or hit ``max_completion_length``).  Set ``max_tool_calling_iterations`` at
+  least to the largest budget.
+* Per-turn rewards.  GRPO scores a whole rollout: the reward is the episode's return.
+* Action masks.  A tool takes a free-form string; the admissible commands are listed in the
+  observation text (``list_commands=True``) and anything else is answered in-game.
+
+Example:
+    >>> from agentgym_budget.integrations.trl_env import environment_factory
+    >>> make_env = environment_factory("KeyDoor-Budget-v0", budget="mix:1,2", show_budget=True)
+    >>> env = make_env()
+    >>> print(env.reset(seed=0, budget=1, options={"task": "red-blue"}))  # doctest: +ELLIPSIS
+    You are in a hall...[Turns left: 1 of 1]
+    Admissible commands: take key, open red door, open blue door
+    >>> print(env.act("take key"))  # doctest: +ELLIPSIS
+    You take the key...The episode is over: the turn budget is spent.
+    >>> env.session.outcome, episode_reward([env])
+    ('truncated', [0.0])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from agentgym_budget._optional import require
+from agentgym_budget.integrations.session import BudgetSession, Wrapper, format_turn
+from agentgym_budget.wrappers.budget_spec import BudgetSpec
+
+__all__ = ["BudgetToolEnv", "chatml_tool_tokenizer", "environment_factory", "episode_reward"]
+
+_WHAT = "the TRL adapter"
+
+class BudgetToolEnv:
+    """One TRL environment: a budgeted text env whose only tool is :meth:`act`.
+
+    TRL turns every public *method* of the class into a tool, so the class has exactly two:
+    ``reset`` and ``act``; the state is in :attr:`session`.
+    """
+
+    def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
+                 list_commands: bool = True, **env_kwargs: Any) -> None:
+        self.session = BudgetSession(env_id, budget, wrappers=wrappers, **env_kwargs)
+        self.list_commands = list_commands
+
+    def reset(self, **row: Any) -> str:
+        """Start an episode (``seed``, ``budget``, ``options`` from the dataset row); the first observation."""
+        self.session.reset(seed=row.get("seed"), budget=row.get("budget"), options=row.get("options"),
+                           progress=row.get("progress"))
+        return format_turn(self.session, self.list_commands)
+
+    def act(self, command: str) -> str:
+        """Play one command in the text game and read what happens (one turn of the budget).
+
+        Args:
+            command: the command to play, one of the admissible commands (e.g. "go to fridge 1").
+
+        Returns:
+            What the game answers, and whether the episode is over.
+        """
+        self.session.step(command)
+        return format_turn(self.session, self.list_commands)
+
+
+def environment_factory(env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
+                        list_commands: bool = True, **env_kwargs: Any) -> Callable[[], BudgetToolEnv]:
+    """``GRPOTrainer(environment_factory=...)`` for ``env_id`` under ``budget`` (kwargs: :class:`BudgetToolEnv`)."""
+    wrappers = tuple(wrappers)
+
+    def make() -> BudgetToolEnv:
+        return BudgetToolEnv(env_id, budget, wrappers=wrappers, list_commands=list_commands, **env_kwargs)
+
+    return make
+
+
+def episode_reward(environments: Sequence[BudgetToolEnv], log_extra: Callable[[str, list], None] | None = None,
+                   log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float]:
+    """A TRL reward function: each rollout's episode return; logs the budget and how each episode ended."""
+    summaries = [env.session.summary() for env in environments]
+    if log_extra is not None:
+        for column in ("budget", "turns", "outcome", "won"):
+            log_extra(column, [s[column] for s in summaries])
+    if log_metric is not None and summaries:
+        for name in ("budget", "turns", "won", "terminated", "truncated"):
+            log_metric(f"episode/{name}", sum(float(s[name]) for s in summaries) / len(summaries))
+    return [float(s["return"]) for s in summaries]
+
+
+def chatml_tool_tokenizer(tokenizer: Any, model: Any = None) -> Any:
+    """Give ``tokenizer`` TRL's Qwen2.5 chat template (tool calls in ``<tool_call>`` tags) and its tokens.
+
+    For tokenizers without a chat template (a tokenizer trained from scratch, like
+    :func:`~agentgym_budget.policies.tiny_model.tiny_model_and_tokenizer`'s): adds ``<|im_start|>``,
+    ``<|im_end|>`` (special) and ``<tool_call>``, ``</tool_call>`` as tokens, makes ``<|im_end|>`` the
+    end of a turn (``eos_token``) and, given ``model``, resizes its embeddings.  Because the
+    template is TRL's own, TRL recognises it and parses the model's tool calls.  Returns ``tokenizer``.
+    """
+    chat_template_utils = require("trl.chat_template_utils", "trl", _WHAT)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tokenizer.add_tokens(["<tool_call>", "</tool_call>"])  # plain added tokens, as in Qwen2.5's tokenizer
+    tokenizer.chat_template = chat_template_utils.qwen2_5_chat_template
+    tokenizer.eos_token = "<|im_end|>"
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if model is not None:
+        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+        model.config.eos_token_id = tokenizer.eos_token_id
+        if getattr(model, "generation_config", None) is not None:
+            model.generation_config.eos_token_id = tokenizer.eos_token_id
+            model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return tokenizer

@@ -1,0 +1,145 @@
+"""verifiers: budgeted text envs as a ``verifiers`` ``MultiTurnEnv`` (evaluated through any OpenAI server).
+
+:class:`BudgetMultiTurnEnv` is a classic (v0) ``vf.MultiTurnEnv`` — the API ``vf.load_environment``,
+``vf-eval`` and prime-rl/TRL trainers drive.  Each dataset row is one episode: ``info["seed"]``
+(the task and the budget draw), optionally ``info["budget"]`` (force it).  The rollout:
+
+* ``setup_state`` makes the row's episode (a
+  :class:`~agentgym_budget.integrations.session.BudgetSession`: any registered id, any budget
+  spec, extra wrappers such as ``ProcessReward``) and appends the first observation (with the
+  admissible commands and, with ``show_budget=True``, the remaining budget) to the prompt;
+* ``env_response`` reads the command from the model's reply (``Action: <command>``,
+  :func:`~agentgym_budget.policies.prompting.parse_action`) and answers with the next observation;
+* the rollout stops exactly when the env terminates (stop condition ``env_terminated``) or the
+  budget truncates (``budget_truncated``): verifiers records which in ``stop_condition``;
+  ``max_turns`` is left unlimited (the budget is the limit);
+* the reward is the episode's return (won → 1, plus any process reward); metrics ``budget``,
+  ``turns``, ``won``, ``terminated``, ``truncated`` (weight 0) and ``state["episode"]``
+  (the JSON summary) come with every rollout.
+
+Example:
+    >>> from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv
+    >>> env = BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget="mix:2,3", num_examples=4)
+    >>> len(env.get_eval_dataset()), env.get_eval_dataset()[0]["info"]["seed"]
+    (4, 0)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from agentgym_budget._optional import require
+from agentgym_budget.integrations.session import BudgetSession, Wrapper, format_turn
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, parse_action
+from agentgym_budget.wrappers.budget_spec import BudgetSpec
+
+_WHAT = "the verifiers adapter"
+vf = require("verifiers", "verifiers", _WHAT)
+datasets = require("datasets", "verifiers", _WHAT)
+
+__all__ = ["BudgetMultiTurnEnv", "StrictServerClient"]
+
+_METRICS = ("budget", "turns", "won", "terminated", "truncated")
+
+
+class BudgetMultiTurnEnv(vf.MultiTurnEnv):
+    """A ``vf.MultiTurnEnv`` over a budgeted text env; one dataset row per episode (see the module docstring).
+
+    Args:
+        env_id, budget, wrappers, env_kwargs: as :class:`~agentgym_budget.integrations.session.BudgetSession`.
+        num_examples: rows of the (eval) dataset, seeds ``first_seed ... first_seed + num_examples - 1``.
+        first_seed: the first row's seed.
+        system_prompt: the instructions (default: the project's ReAct prompt: ``Thought:``/``Action:``).
+        list_commands: list the admissible commands in every observation.
+        vf_kwargs: passed to ``vf.MultiTurnEnv`` (``timeout_seconds``, ``max_seq_len``, ...).
+    """
+
+    def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, num_examples: int = 20, first_seed: int = 0,
+                 system_prompt: str = SYSTEM_PROMPT, list_commands: bool = True, wrappers: Iterable[Wrapper] = (),
+                 env_kwargs: dict[str, Any] | None = None, **vf_kwargs: Any) -> None:
+        self.budget_env_id, self.budget_spec = env_id, budget
+        self.wrappers, self.env_kwargs, self.list_commands = tuple(wrappers), dict(env_kwargs or {}), list_commands
+        rows = [{"question": "", "answer": "", "info": {"seed": first_seed + i}}
+                for i in range(num_examples)]
+        dataset = datasets.Dataset.from_list(rows)
+        rubric = vf.Rubric(funcs=[episode_return], weights=[1.0])
+        for name in _METRICS:
+            rubric.add_metric(_metric(name))
+        super().__init__(dataset=dataset, eval_dataset=dataset, system_prompt=system_prompt, rubric=rubric,
+                         max_turns=-1, **vf_kwargs)
+        self._sessions: dict[int, BudgetSession] = {}
+
+    async def setup_state(self, state: vf.State) -> vf.State:
+        info = state["info"] or {}
+        session = BudgetSession(self.budget_env_id, self.budget_spec, wrappers=self.wrappers, **self.env_kwargs)
+        session.reset(seed=info.get("seed"), budget=info.get("budget"), options=info.get("options"),
+                      progress=info.get("progress"))
+        self._sessions[id(state)] = session
+        prompt = list(state["prompt"])
+        if prompt and _role(prompt[-1]) == "user" and not _content(prompt[-1]):
+            prompt = prompt[:-1]  # the dataset's empty question: the observation is the question
+        state["prompt"] = [*prompt, vf.UserMessage(content=format_turn(session, self.list_commands))]
+        state["episode"] = session.summary()
+        return state
+
+    async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
+        session = self._sessions[id(state)]
+        session.step(parse_action(str(_content(messages[-1]) or ""), session.admissible_commands))
+        state["episode"] = session.summary()
+        response = [vf.UserMessage(content=format_turn(session, self.list_commands))]
+        if session.done:
+            state["final_env_response"] = response
+        return response
+
+    @vf.stop(priority=50)
+    async def env_terminated(self, state: vf.State) -> bool:
+        """The env ended the episode (won or lost)."""
+        return bool(state.get("episode", {}).get("terminated"))
+
+    @vf.stop(priority=50)
+    async def budget_truncated(self, state: vf.State) -> bool:
+        """The turn budget ended the episode."""
+        return bool(state.get("episode", {}).get("truncated"))
+
+    @vf.cleanup
+    async def close_episode(self, state: vf.State) -> None:
+        session = self._sessions.pop(id(state), None)
+        if session is not None:
+            session.close()
+
+
+class StrictServerClient(vf.OpenAIChatCompletionsClient):
+    """verifiers' chat-completions client for servers with a strict request schema (llama.cpp's).
+
+    verifiers sends every assistant message with ``"tool_calls": null`` and
+    ``"reasoning_content": null``; ``llama-cpp-python``'s server (0.3.x) rejects those with a 500.
+    This drops the ``None`` fields.  It also cannot see ``max_tokens`` (verifiers renames it to
+    ``max_completion_tokens``, which that server ignores): pass
+    ``sampling_args={"extra_body": {"max_tokens": N}}`` there.
+    """
+
+    async def to_native_prompt(self, messages: vf.Messages) -> tuple[list[Any], dict]:
+        native, extra = await super().to_native_prompt(messages)
+        return [{k: v for k, v in dict(m).items() if v is not None} for m in native], extra
+
+
+async def episode_return(state: vf.State, **_: Any) -> float:
+    """The episode's return: the env's reward (won → 1) plus any process reward."""
+    return float(state.get("episode", {}).get("return", 0.0))
+
+
+def _role(message: Any) -> str | None:
+    return message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+
+
+def _content(message: Any) -> Any:
+    return message.get("content") if isinstance(message, dict) else getattr(message, "content", None)
+
+
+def _metric(name: str):
+    async def metric(state: vf.State, **_: Any) -> float:
+        return float(state.get("episode", {}).get(name, 0.0))
+
+    metric.__name__ = name
+    return metric

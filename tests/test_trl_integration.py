@@ -1,0 +1,207 @@
+"""TRL: GRPOTrainer's environment mode over our budgeted envs, on CPU with the tiny model."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+trl = pytest.importorskip("trl", reason="needs the trl extra")
+torch = pytest.importorskip("torch")
+
+from trl.chat_template_utils import add_response_schema, parse_response, supports_tool_calling  # noqa: E402
+
+import agentgym_budget  # noqa: E402,F401
+from agentgym_budget.integrations.session import BudgetSession, EpisodeOver  # noqa: E402
+from agentgym_budget.integrations.trl_env import (  # noqa: E402
+    BudgetToolEnv,
+    chatml_tool_tokenizer,
+    environment_factory,
+    episode_reward,
+)
+from agentgym_budget.wrappers import ProcessReward  # noqa: E402
+
+ENV_ID = "ALFWorld-Budget-v0"
+BUDGETS = (1, 2, 3)
+INSTRUCTION = "Solve the household task. Call the act tool with one admissible command per turn."
+
+
+def tool_call_text(command: str) -> str:
+    """What the Qwen2.5 template renders for an assistant message that calls ``act(command)``."""
+    call = json.dumps({"name": "act", "arguments": {"command": command}})
+    return f"<tool_call>\n{call}\n</tool_call><|im_end|>"
+
+
+def test_tool_env_plays_the_episode_and_ends_it() -> None:
+    make_env = environment_factory(ENV_ID, budget="mix", budgets=BUDGETS, show_budget=True)
+    env = make_env()
+    # TRL makes tools of the public methods: only act (reset is TRL's own hook).
+    assert [name for name in dir(BudgetToolEnv) if not name.startswith("_") and callable(getattr(BudgetToolEnv, name))
+            ] == ["act", "reset"]
+    text = env.reset(prompt=[{"role": "user", "content": "ignored"}], seed=4, budget=2)
+    assert "[Turns left: 2 of 2]" in text and "Admissible commands: " in text
+    assert "Turns left: 1 of 2" in env.act("look")
+    assert env.act("look").endswith("The episode is over: the turn budget is spent.")
+    assert env.session.outcome == "truncated"
+    with pytest.raises(EpisodeOver):
+        env.act("look")
+    # An expert episode terminates: outcome 'terminated', reward 1.
+    mirror = BudgetSession(ENV_ID, budget=50)
+    mirror.reset(seed=5)
+    env.reset(seed=5, budget=50)
+    while not mirror.done:
+        action = mirror.info["expert_action"]
+        mirror.step(action)
+        last = env.act(action)
+    assert last.endswith("the task was completed.") and env.session.outcome == "terminated"
+    logged: dict = {}
+    assert episode_reward([env], log_extra=logged.__setitem__) == [1.0]
+    assert logged["outcome"] == ["terminated"] and logged["budget"] == [50]
+
+
+def test_process_reward_is_part_of_the_episode_return() -> None:
+    env = environment_factory("KeyDoor-Budget-v0", budget=3,
+                              wrappers=[lambda e: ProcessReward(e, "invalid_penalty", 0.5, potential_based=False)])()
+    env.reset(seed=0, options={"task": "red-blue"})
+    env.act("dance")
+    env.act("take key")
+    env.act("open red door")
+    assert episode_reward([env]) == [pytest.approx(1.0 - 0.5)]  # won, and -0.5 for the one invalid action
+
+
+def random_tool_episodes(tokenizer, episodes: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
+    """``(prompt ids, tool-call ids)`` for every turn of random play, rendered as TRL renders rollouts."""
+    rng = np.random.default_rng(seed)
+    env = BudgetToolEnv(ENV_ID, budget=max(BUDGETS), show_budget=True)
+    samples = []
+    for episode in range(episodes):
+        messages = [{"role": "user", "content": INSTRUCTION + "\n" + env.reset(seed=1000 + episode)}]
+        while not env.session.done:
+            command = str(rng.choice(env.session.admissible_commands))
+            prefix = tokenizer.apply_chat_template(messages, tools=[env.act], add_generation_prompt=True,
+                                                   tokenize=True, return_dict=False)
+            samples.append((prefix, tokenizer(tool_call_text(command), add_special_tokens=False)["input_ids"]))
+            messages += [{"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "act", "arguments": {"command": command}}}]},
+                {"role": "tool", "name": "act", "content": env.act(command)}]
+    return samples
+
+
+def template_phrases(tokenizer) -> list[str]:
+    """The fixed text the chat template writes around messages (system header with the tool schema,
+    tool-call and tool-response wrappers), cut at the special tokens and at the messages' text."""
+    env = BudgetToolEnv("KeyDoor-Budget-v0", budget=1)
+    marks = ["MARKUSER", "MARKCOMMAND", "MARKRESULT"]
+    messages = [{"role": "user", "content": marks[0]},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"type": "function", "function": {"name": "act", "arguments": {"command": marks[1]}}}]},
+                {"role": "tool", "name": "act", "content": marks[2]}]
+    text = tokenizer.apply_chat_template(messages, tools=[env.act], add_generation_prompt=True, tokenize=False)
+    for separator in [*marks, *tokenizer.all_special_tokens, "<tool_call>", "</tool_call>"]:
+        text = text.replace(separator, "\0")
+    return sorted({chunk for chunk in text.split("\0") if len(chunk) >= 4})
+
+
+def tiny_tool_model():
+    """The project's tiny model, its tokenizer given TRL's Qwen2.5 template and the template's fixed
+    phrases as tokens: the tiny tokenizer already makes the env's stock phrases a token or two, and
+    this does the same for the template's, so a prompt is ~100 tokens and a tool call ~6 to learn."""
+    from agentgym_budget.policies.tiny_model import build_tokenizer, env_corpus, tiny_model
+
+    tokenizer = chatml_tool_tokenizer(build_tokenizer(env_corpus("ALFWorld-v0")))
+    tokenizer.add_tokens(template_phrases(tokenizer))
+    return tiny_model(tokenizer, seed=0), tokenizer
+
+
+def tool_call_warmup(model, tokenizer, steps: int, seed: int = 0, lr: float = 5e-3) -> list[float]:
+    """Supervised steps teaching the tiny random model the tool-call format with *random* commands
+    (as ``format_warmup`` does for the ReAct format): afterwards it calls ``act`` with admissible
+    commands, knowing nothing about which one is right.  Multi-turn: later turns see tool results."""
+    samples = random_tool_episodes(tokenizer, episodes=16, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    model.train()
+    losses = []
+    for _ in range(steps):
+        batch = [samples[i] for i in torch.randint(len(samples), (8,), generator=generator).tolist()]
+        width = max(len(p) + len(t) for p, t in batch)
+        ids = torch.full((len(batch), width), tokenizer.pad_token_id)
+        labels = torch.full((len(batch), width), -100)
+        for row, (prompt, target) in enumerate(batch):
+            ids[row, : len(prompt) + len(target)] = torch.tensor(prompt + target)
+            labels[row, len(prompt): len(prompt) + len(target)] = torch.tensor(target)
+        loss = model(input_ids=ids, attention_mask=(labels != -100) | (ids != tokenizer.pad_token_id),
+                     labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        losses.append(loss.item())
+    model.eval()
+    return losses
+
+
+def test_trl_renders_and_parses_our_tool_calls() -> None:
+    model, tokenizer = tiny_tool_model()
+    assert supports_tool_calling(tokenizer)
+    add_response_schema(tokenizer)  # what GRPOTrainer does: TRL recognises its own Qwen2.5 template
+    env = BudgetToolEnv(ENV_ID, budget=2)
+    prefix = tokenizer.apply_chat_template([{"role": "user", "content": env.reset(seed=0)}], tools=[env.act],
+                                           add_generation_prompt=True, tokenize=True, return_dict=False)
+    ids = tokenizer(tool_call_text("go to toilet 1"), add_special_tokens=False)["input_ids"]
+    parsed = parse_response(tokenizer, ids, prefix=prefix, tools=[env.act])
+    assert parsed["tool_calls"] == [{"type": "function", "function": {"name": "act",
+                                                                    "arguments": {"command": "go to toilet 1"}}}]
+
+
+@pytest.mark.slow
+def test_grpo_trainer_takes_optimizer_steps_on_alfworld_budget_mix(tmp_path) -> None:
+    import pandas as pd
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.manual_seed(0)
+    model, tokenizer = tiny_tool_model()
+    losses = tool_call_warmup(model, tokenizer, steps=100)
+    assert losses[-1] < losses[0] / 4, losses
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+
+    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": INSTRUCTION + "\n"}], "seed": seed}
+                                 for seed in range(6)])
+    args = GRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, max_steps=3, per_device_train_batch_size=4, num_generations=4,
+        learning_rate=1e-3, max_completion_length=400, max_tool_calling_iterations=max(BUDGETS) + 1,
+        logging_steps=1, log_completions=True, report_to="none", save_strategy="no", seed=0,
+        dataloader_num_workers=0, bf16=False, temperature=0.7,
+    )
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, args=args, train_dataset=dataset, reward_funcs=[episode_reward],
+        # The invalid-action process reward: episodes of random commands differ in it, so GRPO's
+        # group-normalised advantages are not all zero (the tiny model never wins in 3 turns).
+        environment_factory=environment_factory(ENV_ID, budget="mix", budgets=BUDGETS, show_budget=True, wrappers=[
+            lambda env: ProcessReward(env, "invalid_penalty", coef=0.1)]),
+    )
+    trainer.train()
+
+    assert trainer.state.global_step == 3  # three optimizer updates
+    changed = [name for name, p in model.named_parameters() if not torch.equal(p.detach(), before[name])]
+    assert changed, "no parameter changed"
+    # The logged rollouts: one parquet table per logging step, with the budget each episode drew.
+    tables = sorted((tmp_path / "completions").glob("completions_*.parquet"))
+    assert len(tables) == 3
+    rows = pd.concat([pd.read_parquet(t) for t in tables])
+    assert set(rows["budget"]) <= set(BUDGETS) and rows["budget"].nunique() > 1
+    for budget, prompt, completion, outcome, turns in zip(rows["budget"], rows["prompt"], rows["completion"],
+                                                          rows["outcome"], rows["turns"]):
+        assert f"[Turns left: {budget} of {budget}]" in prompt[-1]["content"]  # the model sees its budget
+        tool_results = [m for m in completion if m["role"] == "tool"]
+        assert turns <= budget and outcome in ("terminated", "truncated", "running")
+        if outcome == "truncated":
+            assert turns == budget and "turn budget is spent" in tool_results[budget - 1]["content"]
+    # The warmed-up model calls the tool, so the budget really ends episodes.
+    assert (rows["outcome"] == "truncated").mean() > 0.5, rows[["budget", "turns", "outcome"]]
+    assert any(entry.get("grad_norm", 0) > 0 for entry in trainer.state.log_history)
+    logged = [entry for entry in trainer.state.log_history if "episode/budget" in entry]
+    assert len(logged) == 3 and all(min(BUDGETS) <= e["episode/budget"] <= max(BUDGETS) for e in logged)
