@@ -275,3 +275,41 @@ def test_env_plays_upstream_games_from_the_alfworld_data_variable(upstream_dir, 
     for action in simple.walkthrough:
         _, reward, terminated, _, info = env.step(action)
     assert terminated and reward == 1.0 and info["task"] == simple.goal
+
+
+JUNK = ["xyzzy", "", "\\boxed{go to desk 1}", "take the universe", "go to nowhere 99", "open", "```json\n{}\n```",
+        "look around carefully", "put everything everywhere", "\x00\x07", "move it to them", "go to"]
+
+
+@pytest.mark.parametrize("horizon", [1, 30])
+def test_junk_turns_never_disturb_the_expert(horizon: int) -> None:
+    """Over >= 10k refused ("Nothing happens.") turns, the expert's action and plan stay as they were,
+    and an episode with junk interleaved plays the same expert actions as one without."""
+    import random
+
+    env = ALFWorldEnv(split="valid_seen", expert_plan_horizon=horizon, **FAST)
+    clean = ALFWorldEnv(split="valid_seen", expert_plan_horizon=horizon, **FAST)
+    rng = random.Random(horizon)
+    junk_turns, seed = 0, 0
+    while junk_turns < 5_000 * (2 if horizon == 1 else 1) or seed < 10:
+        _, info = env.reset(seed=seed)
+        _, reference = clean.reset(seed=seed)
+        for _ in range(60):
+            assert (info["expert_action"], info["expert_plan"]) == (reference["expert_action"],
+                                                                   reference["expert_plan"])
+            for _ in range(rng.randrange(0, 6)):
+                obs, _, terminated, _, after = env.step(rng.choice(JUNK))
+                if obs != "Nothing happens.":
+                    continue  # e.g. a junk string that happens to be a valid command: no claim then
+                junk_turns += 1
+                assert not terminated
+                assert (after["expert_action"], after["expert_plan"]) == (info["expert_action"], info["expert_plan"])
+            action = info["expert_action"]
+            _, _, terminated, _, info = env.step(action)
+            _, _, clean_terminated, _, reference = clean.step(action)
+            assert terminated == clean_terminated
+            if terminated:
+                assert info["won"]
+                break
+        seed += 1
+    assert junk_turns >= 5_000

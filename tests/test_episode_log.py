@@ -202,6 +202,9 @@ def test_an_existing_log_is_not_truncated_without_overwrite(tmp_path):
     assert len(read_episodes(tmp_path)) == 36 and replaced.seed == 4
     with pytest.raises(ValueError, match="exclude each other"):
         evaluate(ENV_ID, "noisy-expert", out=tmp_path, resume=True, overwrite=True, **ARGS)
+    with pytest.raises(TypeError):  # a run that fails before its first episode: nothing to protect
+        evaluate(ENV_ID, "noisy-expert", out=tmp_path / "failed", env_kwargs={"bogus": 1}, **ARGS)
+    evaluate(ENV_ID, "noisy-expert", out=tmp_path / "failed", **ARGS)
 
 
 _HOLD_LOCK = """

@@ -29,6 +29,7 @@ CHALLENGE_IDS = {
 NASTY_ACTIONS = [
     "", " ", "\x00", "\t\n", "xyzzy", "é à ü", "a" * 3000, "look. look", "look\nlook", "go north then go south",
     "restart", "quit", "q", "superbrief", "script", "save", "restore", "undo", "take all", "x", "1", "#", "...",
+    "🙂" * 50, "é" * 200,
 ]  # fmt: skip
 
 
@@ -81,6 +82,7 @@ def test_guard_keeps_one_command_per_turn():
         assert refusal(fine) is None
     assert to_engine(" take\x00 milk  from fridge. ") == "take milk from fridge"
 
+    assert len(to_engine("🙂" * 50).encode()) <= 190 and to_engine("é" * 300) == "é" * 95
     for escape in ["\\g", "  \\q", "\\help", "\\x", "\\boxed{take milk}", "look \\x"]:
         assert "\\" not in to_engine(escape)
 

@@ -215,8 +215,9 @@ class EpisodeLog:
             records = read_episodes(folder, repair=True)
             writer = TranscriptWriter(folder, resume=True) if transcripts else None
             return cls(folder, path.open("a"), lock, writer), records
-        if not resume and not overwrite and ((path.exists() and path.stat().st_size > 0) or run_path.exists()):
-            saved = path.read_text().count("\n") if path.exists() else 0
+        if not resume and not overwrite and path.exists() and path.stat().st_size > 0:
+            # (a run file next to an empty log, e.g. of a run that failed at once, holds nothing to lose)
+            saved = path.read_text().count("\n")
             raise ResumeError(f"{folder} already holds an evaluation ({saved} episodes in {EPISODES_FILE}); "
                               f"--resume continues it (Python: resume=True), --overwrite replaces it "
                               f"(overwrite=True), or use another --out folder")

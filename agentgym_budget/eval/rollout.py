@@ -465,7 +465,8 @@ class ProcessPoolExecutor:
     ``KeyboardInterrupt`` raised by ``on_record``, tells every worker to stop after its current
     episode; the episodes finished by then are still passed to ``on_record`` (so an episode log
     keeps every one of them), workers still busy after ``STOP_SECONDS`` are terminated, and
-    ``KeyboardInterrupt("signal SIGINT")`` is raised.  A second signal stops at once.  Workers
+    ``KeyboardInterrupt("signal SIGINT")`` is raised (the wait restarts while records still arrive:
+    records already sent are always saved).  A second signal stops at once.  Workers
     ignore SIGINT (the terminal sends it to the whole process group; this process coordinates)
     and die with this process even when it is killed with SIGKILL (:func:`die_with_parent`).
     """
@@ -522,7 +523,10 @@ class ProcessPoolExecutor:
                 pool.stop()
             if stopped is not None and (time.monotonic() > deadline or signals.count > 1):
                 break  # busy workers are terminated by pool.close(); their current episodes are lost
-            for job, record in pool.receive(timeout=0.05):
+            received = pool.receive(timeout=0.05)
+            if stopped is not None and received:  # still arriving: the wait is for busy workers only
+                deadline = time.monotonic() + self.STOP_SECONDS
+            for job, record in received:
                 done[job] = record
                 if on_record is None:
                     continue
@@ -644,7 +648,10 @@ class _Pool:
 
     def __init__(self, context: Any, spec: RolloutSpec, chunks: list[list[EpisodeJob]], workers: int,
                  flush_seconds: float) -> None:
-        self._chunks, self._results, self._stop = context.Queue(), context.Queue(), context.RawValue("b", 0)
+        # Bounded: workers faster than this process's on_record wait for it (backpressure), so that
+        # what has finished but is not saved yet stays small and a stop saves it quickly.
+        self._chunks, self._results = context.Queue(), context.Queue(maxsize=4 * workers)
+        self._stop = context.RawValue("b", 0)
         for chunk in chunks:
             self._chunks.put(chunk)
         for _ in range(workers):

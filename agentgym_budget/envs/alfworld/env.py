@@ -19,6 +19,10 @@ the rest).  ``action_effect`` (see :func:`~agentgym_budget.envs.base.action_effe
 command outside the engine's admissible commands is ``invalid``; ``look`` / ``inventory`` /
 ``examine`` / ``help`` (PDDL operators without effects) are ``no_effect``; other commands are
 judged by the plan length.
+A turn the game refuses
+(``"Nothing happens."``: its state unchanged) leaves the expert and its plan unchanged too, so
+junk turns never disturb the expert-based metrics (upstream's expert would re-plan from the
+refusal text and draw again).
 
 Example:
     >>> import gymnasium as gym
@@ -46,6 +50,7 @@ from agentgym_budget.envs.alfworld.engine import AlfredEngine, CloneableAlfredEn
 from agentgym_budget.envs.alfworld.expert import ExpertFailed, HandCodedExpert
 from agentgym_budget.envs.alfworld.game import AlfredGame, load_games
 from agentgym_budget.envs.base import TextEnv, action_effect
+from agentgym_budget.text import INVALID_ACTION_FEEDBACK
 
 __all__ = ["ALFWorldEnv"]
 
@@ -116,6 +121,10 @@ class ALFWorldEnv(TextEnv):
         step = self.engine.step(action)
         reward = 1.0 if step.won and not self._won else 0.0
         self._won = step.won
+        if step.observation.strip() == INVALID_ACTION_FEEDBACK and action != self._expert_action and not step.won:
+            # The game refused the agent's action: its state is unchanged, so is the expert's (its
+            # plan is a function of the game state and its seeded draws, not of the commands tried).
+            return step.observation, reward, step.won, self._info(step)
         self._expert_action = self._advance_expert(self._expert, action, step)
         self._plan, self._plan_wins = self._next_plan(action, step.won)
         info = self._info(step)

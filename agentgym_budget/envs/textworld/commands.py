@@ -40,7 +40,7 @@ META_VERBS: frozenset[str] = frozenset(
     }
 )  # fmt: skip
 
-#: Longest command passed to the engine (Jericho's input buffer holds 197 bytes).
+#: Longest command passed to the engine, in UTF-8 bytes (Jericho's input buffer holds 197).
 MAX_COMMAND_LENGTH: int = 190
 
 _SEPARATOR = re.compile(r"[.;\n\r]|\bthen\b", re.IGNORECASE)
@@ -50,9 +50,12 @@ _ONE_COMMAND_ONLY = "Only one command per turn is accepted."
 def to_engine(action: str) -> str:
     """The command sent to the engine: control characters and backslashes removed (a NUL or a
     backslash escape hangs the interpreter), single spaces, no surrounding blanks or final periods, at most
-    :data:`MAX_COMMAND_LENGTH` characters (Jericho cuts longer input anyway, with a warning)."""
+    :data:`MAX_COMMAND_LENGTH` UTF-8 bytes (Jericho cuts longer input anyway, with a warning)."""
     printable = "".join(c if c.isprintable() and c != "\\" else " " for c in action)
-    return " ".join(printable.split()).rstrip(". ").strip()[:MAX_COMMAND_LENGTH]
+    command = " ".join(printable.split()).rstrip(". ").strip()
+    # Cut by UTF-8 bytes, not characters: Jericho's buffer would split a multi-byte character and
+    # then fail to decode its own echo (UnicodeDecodeError on 50 emoji).
+    return command.encode("utf-8")[:MAX_COMMAND_LENGTH].decode("utf-8", errors="ignore").strip()
 
 
 def refusal(action: str) -> str | None:
