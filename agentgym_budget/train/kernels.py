@@ -238,8 +238,9 @@ def token_logprobs(
         raise ValueError(f"targets must be token ids in [0, {weight.shape[0]}) or ignore_index={ignore_index}, "
                          f"got values in [{int(targets.min())}, {int(targets.max())}]")
     logp, entropy, _ = _ChunkedTokenLogprobs.apply(hidden, weight, targets, chunk_size, temperature, compile)
-    if keep is not None and not bool(keep.all()):  # zero outputs => zero upstream gradient for those rows
-        logp, entropy = logp * keep, entropy * keep
+    if keep is not None and not bool(keep.all()):  # filled outputs => zero upstream gradient for those rows
+        # masked_fill, not `* keep`: a negative logp times 0 would give -0.0
+        logp, entropy = logp.masked_fill(~keep, 0.0), entropy.masked_fill(~keep, 0.0)
     return logp, entropy
 
 
