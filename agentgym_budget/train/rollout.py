@@ -193,6 +193,7 @@ def generate_replies(model: Any, tokenizer: Any, prompts: list[list[int]], *, te
         input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
         do_sample=True, temperature=temperature, top_p=top_p, top_k=0,
         max_new_tokens=max_new_tokens, pad_token_id=pad_id, eos_token_id=tokenizer.eos_token_id,
+        synced_gpus=False,  # ranks generate apart (transformers would lock-step an FSDP model's ranks)
     )
     replies = []
     for row in out[:, width:].tolist():
