@@ -15,7 +15,12 @@ this measures learning under a budget, not generalisation.  The tiny model and s
 make this a smoke-scale study: it shows what the tooling measures, not what BudgetMix does
 for real LLMs.
 
-Run (about 10 minutes on 2 busy CPU cores with the defaults)::
+Measured once (docs/trainer.md, "A small BudgetMix study"): every arm learned something in 60
+updates; BudgetMix did not beat fixed:4 at any T, the process reward made no resolvable
+difference, and the seed spread was large.  The prompt does not show the budget, so the policy
+cannot condition on T.
+
+Run (about 10 minutes on 2 lightly loaded CPU cores with the defaults; 17.5 min at load ~7)::
 
     python benchmarks/budgetmix_study.py --out runs/budgetmix_study
     python benchmarks/budgetmix_study.py --seeds 0,1,2 --updates 60 --eval-tasks 30   # the defaults
