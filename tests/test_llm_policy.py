@@ -203,3 +203,21 @@ def test_reusing_a_conversations_kv_cache_gives_the_replies_of_a_full_run(tiny) 
     before = backend.reused_tokens
     policy.act_batch([policy.start(0)], [observations[0]], [info])
     assert backend.reused_tokens == before and len(backend._prefixes) == 1  # only the new conversation is kept
+
+
+def test_kv_reuse_keeps_each_rows_own_tokens_when_rows_end_at_different_steps(tiny) -> None:
+    """Sampled replies end at different steps; rows that ended are still fed tokens: none of them may be kept."""
+    model, tokenizer = tiny
+    info = {"task": "open the door", "admissible_commands": ["take key", "open door", "look"]}
+
+    def play(reuse: bool):
+        backend = HFChatBackend(model, tokenizer, reuse_prefix=reuse)
+        # a common letter as stop string: the untrained model's rows end at different steps
+        policy = LLMPolicy(backend, Sampling(temperature=1.5, max_new_tokens=16, stop=("e",)))
+        states = [policy.start(seed) for seed in range(6)]  # the same prompts: no padding anywhere
+        return [[r.completion.completion_ids for r in policy.act_batch(states, [obs] * 6, [info] * 6)]
+                for obs in ("You see a key.", "You took the key.", "A door.")]
+
+    full = play(reuse=False)
+    assert len({len(ids) for ids in full[0]}) > 1, "every row ended at the same step: the test shows nothing"
+    assert play(reuse=True) == full

@@ -121,13 +121,16 @@ def test_periodic_evaluation_goes_through_the_evaluator(warm_model_path, tmp_pat
 
     result = PassKTResult.load(tmp_path / "eval" / "update_000001" / "passkt.json")
     assert result.ks == (1, 2) and result.ts == (2, 4) and result.n_tasks == 3
-    assert "eval/pass@2,T=4" in _read_jsonl(tmp_path / "eval.jsonl")[0]
+    rows = _read_jsonl(tmp_path / "eval.jsonl")
+    assert [row["update"] for row in rows] == [0, 1]  # before the first update, and at the end
+    assert "eval/pass@2,T=4" in rows[0]
 
 
 def test_household_env_loop_runs_and_is_deterministic_for_a_seed(tmp_path):
     """ALFWorld (embedded fast engine) with an un-warmed tiny model: the loop runs and repeats exactly."""
     def run(folder):
-        config = TrainConfig(env_id="ALFWorld-v0", budget="fixed:2", model="tiny", output_dir=str(folder), seed=5,
+        config = TrainConfig(env_id="ALFWorld-v0", budget="fixed:2", model="tiny", format_warmup_steps=0,
+                             output_dir=str(folder), seed=5,
                              total_updates=1, tasks_per_update=2, group_size=2, max_new_tokens=6,
                              entropy_coef=0.01, kl_coef=0.0, eval_every=0, save_every=0, torch_threads=1,
                              progress_bar=False, tensorboard=False, max_prompt_tokens=256)
@@ -143,6 +146,32 @@ def test_household_env_loop_runs_and_is_deterministic_for_a_seed(tmp_path):
         torch.testing.assert_close(final1[key], final2[key], rtol=0, atol=0)
     drop = ("rollout_seconds", "update_seconds")
     assert {k: v for k, v in h1[0].items() if k not in drop} == {k: v for k, v in h2[0].items() if k not in drop}
+
+
+@pytest.mark.slow  # the documented smoke run, shortened: ~30 s warm-up + ~2 min of updates on 2 busy cores
+@pytest.mark.xfail(strict=True, reason="open problem (docs/trainer.md): through the shared LLM layer the tiny run's "
+                                      "success stays flat (0.24 -> 0.27 over 100 updates; 0.27 -> 0.77 with the earlier "
+                                      "generate-based rollouts); the cause is not found yet")
+def test_the_documented_tiny_run_takes_steps_and_learns(tmp_path):
+    """The tiny model's defaults (format warm-up, lr, KL) with the docs' smoke-run flags: success rises."""
+    config = TrainConfig(env_id="KeyDoor-v0", budget="mix:2,3,4,6", total_updates=100, tasks_per_update=4,
+                         group_size=8, max_new_tokens=12, torch_threads=1, eval_every=0, save_every=0,
+                         output_dir=str(tmp_path), progress_bar=False, tensorboard=False)
+    assert (config.format_warmup_steps, config.learning_rate, config.kl_coef) == (150, 5e-4, 0.1)
+    history = Trainer(config).train()
+    assert sum(h["optimizer_steps"] for h in history) >= 90  # nearly every update has a group with signal
+    first = sum(h["success_rate"] for h in history[:25]) / 25  # 800 episodes per window
+    last = sum(h["success_rate"] for h in history[-25:]) / 25
+    assert last > first + 0.2, (first, last)  # measured: 0.27 -> 0.77 (random play wins ~0.3 within 4 turns)
+
+
+def test_model_dependent_defaults_and_their_limits():
+    assert (TrainConfig().format_warmup_steps, TrainConfig().learning_rate, TrainConfig().kl_coef) == (150, 5e-4, 0.1)
+    other = TrainConfig(model="some/hf-model")
+    assert (other.format_warmup_steps, other.learning_rate, other.kl_coef) == (0, 1e-5, 0.0)
+    assert TrainConfig(learning_rate=1e-3, kl_coef=0.0).learning_rate == 1e-3
+    with pytest.raises(ValueError, match="model='tiny' only"):
+        TrainConfig(model="some/hf-model", format_warmup_steps=10)
 
 
 def test_config_rejects_bad_values():

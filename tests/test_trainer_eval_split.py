@@ -38,6 +38,7 @@ def test_trainer_logs_whether_its_evaluation_was_held_out(tmp_path):
     from agentgym_budget.train import Trainer
 
     config = TrainConfig(env_id="KeyDoor-v0", total_updates=1, tasks_per_update=2, group_size=2, max_new_tokens=4,
+                         format_warmup_steps=0,
                          eval_tasks=2, eval_attempts=1, eval_ks=(1,), eval_ts=(2,), eval_plots=False,
                          output_dir=str(tmp_path), progress_bar=False, tensorboard=False)
     Trainer(config).train()

@@ -252,7 +252,7 @@ class HFChatBackend:
         """Per prompt, the kept prefix to reuse (cut to the longest common prefix; one new token at least)."""
         if keys is None:
             return [None] * len(prompts)
-        version = next(self.model.parameters())._version
+        version = sum(p._version for p in self.model.parameters())  # LoRA: only the adapters change
         if version != self._weights_version:  # an optimizer step changed the weights: nothing kept is valid
             self._prefixes.clear()
             self._weights_version = version
@@ -286,10 +286,9 @@ class HFChatBackend:
         """Keep each row's keys and values for the tokens it was fed (prompt + reply but its last token)."""
         torch = self._torch
         kv = [(layer[0], layer[1]) for layer in cache]
-        width = kv[0][0].shape[2]
         for row, key in enumerate(keys):
-            if attention_mask is None:
-                positions = torch.arange(width - fed[row], width)  # unpadded: the row is the whole width
+            if attention_mask is None:  # unpadded: the row's own tokens first, then what it was fed after it ended
+                positions = torch.arange(fed[row])
             else:
                 positions = attention_mask[row].nonzero().flatten()[: fed[row]]
             ids = prompts[row] + replies[row][: fed[row] - len(prompts[row])]

@@ -59,6 +59,10 @@ class LLMPolicy:
         list_admissible: list ``info["admissible_commands"]`` under the latest observation.
         max_turns_shown: keep only this many recent turns in the conversation (``None``: all).
         system_prompt: the instructions; the task is appended to them.
+        history: what earlier turns show of the model's answers: ``"replies"`` (the whole
+            reply, thought included: ReAct) or ``"actions"`` (``Action: <command>`` only, as
+            verl-agent's ALFWorld prompts do: shorter prompts, and what the trainer uses — the
+            tiny model learns KeyDoor from it, not from whole replies).
     """
 
     llm = True  # the evaluator keeps transcripts of LLM policies by default
@@ -69,11 +73,14 @@ class LLMPolicy:
 
     def __init__(self, backend: ChatBackend, sampling: Sampling = Sampling(), *, show_budget: bool = False,
                  list_admissible: bool = True, max_turns_shown: int | None = 20,
-                 system_prompt: str = SYSTEM_PROMPT) -> None:
+                 system_prompt: str = SYSTEM_PROMPT, history: str = "replies") -> None:
         if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.max_new_tokens < 1:
             raise ValueError(f"need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1, got {sampling}")
         if max_turns_shown is not None and max_turns_shown < 1:
             raise ValueError(f"max_turns_shown must be >= 1 or None, got {max_turns_shown}")
+        if history not in ("replies", "actions"):
+            raise ValueError(f"history must be 'replies' or 'actions', got {history!r}")
+        self.history = history
         self.backend, self.sampling = backend, sampling
         self.name = backend.name
         self.show_budget = self.reads_budget = bool(show_budget)
@@ -107,9 +114,10 @@ class LLMPolicy:
         replies = []
         for state, obs, info, completion in zip(states, observations, infos, completions):
             reply = strip_imagined_observation(completion.text)
-            state.history.append((obs, reply))
-            replies.append(PolicyReply(parse_action(reply, info.get("admissible_commands")), completion.text,
-                                       completion.prompt_tokens, completion.completion_tokens, completion))
+            action = parse_action(reply, info.get("admissible_commands"))
+            state.history.append((obs, reply if self.history == "replies" else f"Action: {action}"))
+            replies.append(PolicyReply(action, completion.text, completion.prompt_tokens, completion.completion_tokens,
+                                       completion))
         return replies
 
     def release(self, state: LLMEpisode) -> None:

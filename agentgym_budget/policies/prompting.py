@@ -86,9 +86,33 @@ def build_messages(
 
 
 def render_plain(messages: Sequence[Message]) -> str:
-    """The conversation as plain text, for a tokenizer without a chat template (ends at ``Thought:``)."""
-    parts = [message["content"].strip() for message in messages]
-    return "\n\n".join(parts) + "\n\nThought:"
+    """The conversation as one ReAct text, for a model without a chat template.
+
+    The system message, then per turn the observation and the model's reply (after
+    ``Thought:``), ending with ``Thought:`` where the model goes on.
+
+    Example:
+        >>> print(render_plain([{"role": "system", "content": "Act."}, {"role": "user", "content": "Observation: a"},
+        ...                     {"role": "assistant", "content": "I should look.\\nAction: look"},
+        ...                     {"role": "user", "content": "Observation: b"}]))
+        Act.
+        <BLANKLINE>
+        Observation: a
+        Thought: I should look.
+        Action: look
+        Observation: b
+        Thought:
+    """
+    lines = []
+    for message in messages:
+        content = message["content"].strip()
+        if message["role"] == "system":
+            lines += [content, ""]
+        elif message["role"] == "assistant":  # a whole reply follows "Thought:"; a bare action stands alone
+            lines.append(content if content.startswith("Action:") else f"Thought: {content.removeprefix('Thought:').strip()}")
+        else:
+            lines.append(content)
+    return "\n".join(lines + ["Thought:"])
 
 
 def strip_imagined_observation(reply: str) -> str:

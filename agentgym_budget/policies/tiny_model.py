@@ -3,9 +3,12 @@
 For tests, CI, smoke runs and CPU learning checks: no hub download, built in about a second.
 The tokenizer is byte-level BPE (any text encodes) with merges learnt from the conversations
 that :func:`~agentgym_budget.policies.prompting.build_messages` writes for episodes of the env
-(random and expert play), so the env's stock phrases are a token or two each.  It carries a
-ChatML chat template (Qwen2.5's message format: ``<|im_start|>role\\n...<|im_end|>``) and ends
-replies with ``<|im_end|>``.  The model is a randomly initialised 2-layer ``Qwen2ForCausalLM``
+(random and expert play), so the env's stock phrases are a token or two each.  It has no chat
+template: the LLM layer writes its conversations as one ReAct text
+(:func:`~agentgym_budget.policies.prompting.render_plain`), the format such a small model
+learns fastest (measured: the trainer's KeyDoor run learnt from it and not from ChatML
+messages); :data:`CHATML_TEMPLATE` is there for tools that need one (a served GGUF, TRL).
+Replies end with ``<|im_end|>``.  The model is a randomly initialised 2-layer ``Qwen2ForCausalLM``
 — the architecture of Qwen2.5, at toy size.  It is what ``--policy hf --policy-arg model=tiny``
 and the trainer's ``--model tiny`` build; ``train.warmup.format_warmup`` teaches it the reply
 format.
@@ -15,8 +18,8 @@ Example:
     >>> model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
     >>> tokenizer.decode(tokenizer("Action: take key")["input_ids"])
     'Action: take key'
-    >>> tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
-    '<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n'
+    >>> tokenizer.chat_template is None, tokenizer.eos_token
+    (True, '<|im_end|>')
     >>> model.config.num_hidden_layers, model.config.vocab_size == len(tokenizer)
     (2, True)
 """
@@ -31,7 +34,7 @@ import numpy as np
 
 from agentgym_budget._optional import require
 from agentgym_budget.policies.chat import Message
-from agentgym_budget.policies.prompting import build_messages
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, build_messages, render_plain
 
 __all__ = [
     "CHATML_TEMPLATE",
@@ -57,8 +60,8 @@ CHATML_TEMPLATE = (
 
 
 def reply_text(action: str) -> str:
-    """The reply format the tiny model is warmed up to."""
-    return f"Thought: I should {action}.\nAction: {action}"
+    """The reply format the tiny model is warmed up to (it follows the prompt's ``Thought:``)."""
+    return f" I should {action}.\nAction: {action}"
 
 
 def random_play_samples(
@@ -66,8 +69,8 @@ def random_play_samples(
 ) -> list[tuple[list[Message], str]]:
     """``(messages, reply)`` pairs from playing ``env_id`` with uniformly random admissible commands.
 
-    The messages are what an LLM policy shows the model at that turn (admissible commands
-    listed, earlier replies in :func:`reply_text` form).  With ``expert_every=n > 0`` every n-th
+    The messages are what the trainer's LLM policy shows the model at that turn (admissible
+    commands listed, earlier turns as ``Action: <command>``).  With ``expert_every=n > 0`` every n-th
     episode follows the expert instead (for tokenizer text only: the warm-up uses random play,
     which carries no knowledge of the task).
     """
@@ -85,7 +88,7 @@ def random_play_samples(
             action = info["expert_action"] if use_expert else str(rng.choice(admissible))
             messages = build_messages(info["task"], [*history, (obs, None)], admissible=admissible)
             pairs.append((messages, reply_text(action)))
-            history.append((obs, reply_text(action)))
+            history.append((obs, f"Action: {action}"))  # as the trainer's policy shows earlier turns
             obs, _, terminated, truncated, info = env.step(action)
             if terminated or truncated:
                 break
@@ -96,8 +99,8 @@ def random_play_samples(
 def env_corpus(env_id: str, episodes: int = 40, seed: int = 0) -> list[str]:
     """Text to learn the tokenizer from: the messages and replies of random and expert play."""
     pairs = random_play_samples(env_id, episodes, seed=seed, expert_every=2)
-    system = [pairs[0][0][0]["content"]] if pairs else []
-    return system + [text for messages, reply in pairs for text in (messages[-1]["content"], reply)]
+    # whole prompts as the model will see them, so that merges span the prompt's stock phrases
+    return [SYSTEM_PROMPT] + [text for messages, reply in pairs for text in (render_plain(messages), reply)]
 
 
 def build_tokenizer(corpus: Iterable[str], vocab_size: int = 512, max_token_length: int = 12) -> Any:
@@ -122,7 +125,6 @@ def build_tokenizer(corpus: Iterable[str], vocab_size: int = 512, max_token_leng
         tokenizer_object=backend, eos_token=END_OF_TURN, pad_token=PAD_TOKEN,
         additional_special_tokens=[START_OF_TURN],
     )
-    tokenizer.chat_template = CHATML_TEMPLATE
     return tokenizer
 
 

@@ -29,6 +29,14 @@ from agentgym_budget.wrappers.budget_spec import parse_budget_spec
 
 __all__ = ["TrainConfig", "add_config_arguments", "config_from_arguments", "flag_table"]
 
+#: ``None`` defaults resolved by the model: ``(for "tiny", for any other model)``.  The tiny values
+#: are those of ``benchmarks/learning_check.py`` (docs/trainer.md, "Measured here").
+_MODEL_DEFAULTS: dict[str, tuple[Any, Any]] = {
+    "format_warmup_steps": (150, 0),
+    "learning_rate": (5e-4, 1e-5),
+    "kl_coef": (0.1, 0.0),
+}
+
 
 @dataclass
 class TrainConfig:
@@ -43,6 +51,9 @@ class TrainConfig:
     """append ``[Turns left: x of T]`` to every observation (the agent sees its budget)"""
     model: str = "tiny"
     """``tiny`` (a 2-layer Qwen2 + BPE tokenizer built offline from the env's text) or a HF name/path"""
+    format_warmup_steps: int | None = None
+    """``tiny`` only: supervised steps that clone a *uniformly random* policy (the reply format, nothing
+    about the task) before RL; ``None``: 150 for ``tiny``, 0 for any other model"""
     output_dir: str = "runs/train"
     """checkpoints, ``metrics.jsonl``/``metrics.csv``, TensorBoard events and eval results go here"""
     seed: int = 0
@@ -99,8 +110,9 @@ class TrainConfig:
     """ratio clip below: ``ratio >= 1 - epsilon_low``"""
     epsilon_high: float = 0.28
     """ratio clip above: ``ratio <= 1 + epsilon_high`` (DAPO's clip-higher)"""
-    kl_coef: float = 0.0
-    """weight of the k3 KL to the frozen initial model (0: no reference model is kept)"""
+    kl_coef: float | None = None
+    """weight of the k3 KL to the frozen initial model (0: no reference model is kept; ``None``: 0.1 for
+    ``tiny``, whose reply format is fragile, 0 for any other model)"""
     entropy_coef: float = 0.0
     """entropy bonus weight (the loss subtracts ``entropy_coef * mean entropy``)"""
     loss_aggregation: str = "token-mean"
@@ -111,8 +123,8 @@ class TrainConfig:
     # -- optimisation ---------------------------------------------------------------------
     total_updates: int = 200
     """iterations of rollout → update"""
-    learning_rate: float = 1e-5
-    """AdamW learning rate"""
+    learning_rate: float | None = None
+    """AdamW learning rate (``None``: 5e-4 for ``tiny``, 1e-5 for any other model)"""
     weight_decay: float = 0.0
     """AdamW weight decay"""
     adam_beta1: float = 0.9
@@ -127,8 +139,25 @@ class TrainConfig:
     """turns per forward/backward (gradient accumulation inside a minibatch)"""
     max_grad_norm: float = 1.0
     """gradient clipping (global L2 norm)"""
+    lr_schedule: str = "constant"
+    """``constant`` or ``cosine`` (to 0 at the last optimizer step), after ``lr_warmup_steps`` (transformers' schedules)"""
+    lr_warmup_steps: int = 0
+    """optimizer steps of linear learning-rate warm-up from 0"""
     bf16: str = "auto"
     """bf16 autocast: ``auto`` (on when CUDA supports bf16), ``on``, ``off``"""
+    gradient_checkpointing: bool = False
+    """recompute the decoder's activations in backward (HF gradient checkpointing, non-reentrant)"""
+    lora_r: int = 0
+    """LoRA rank via ``peft`` on every linear layer of the decoder (0: full fine-tuning; extra ``llm``)"""
+    lora_alpha: float = 16.0
+    """LoRA scaling ``alpha`` (the update is scaled by ``alpha / r``)"""
+    lora_dropout: float = 0.0
+    """dropout on the LoRA path (0 keeps the sampler and the loss's distribution equal)"""
+
+    # -- several processes (torchrun) -----------------------------------------------------
+    distributed: str = "ddp"
+    """under ``torchrun`` with more than one process: ``ddp`` (DistributedDataParallel) or ``fsdp`` (FSDP2
+    ``fully_shard``); each rank collects whole groups, gradients are all-reduced, rank 0 logs and saves"""
 
     # -- kernels --------------------------------------------------------------------------
     fused_logprobs: bool = True
@@ -142,7 +171,7 @@ class TrainConfig:
 
     # -- evaluation, logging, checkpoints -------------------------------------------------
     eval_every: int = 50
-    """Pass@(K,T) on the evaluation tasks (``eval_split``) every this many updates (0: never; also at the end)"""
+    """Pass@(K,T) on the evaluation tasks (``eval_split``) every this many updates (0: never; also before the first update and at the end)"""
     eval_tasks: int = 20
     """evaluation tasks per evaluation"""
     eval_attempts: int = 4
@@ -173,11 +202,25 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         parse_budget_spec(self.budget)  # fail early on a malformed spec
+        tiny = self.model == "tiny"  # the model-dependent defaults (see _MODEL_DEFAULTS)
+        for name, (for_tiny, otherwise) in _MODEL_DEFAULTS.items():
+            if getattr(self, name) is None:
+                setattr(self, name, for_tiny if tiny else otherwise)
         _one_of("advantage", self.advantage, ("grpo", "rloo"))
         _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean", "episode-mean"))
         _one_of("bf16", self.bf16, ("auto", "on", "off"))
         _one_of("compile", self.compile, ("auto", "on", "off"))
         _one_of("rollout_backend", self.rollout_backend, ("local", "ray"))
+        _one_of("lr_schedule", self.lr_schedule, ("constant", "cosine"))
+        _one_of("distributed", self.distributed, ("ddp", "fsdp"))
+        for name in ("lr_warmup_steps", "lora_r"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.format_warmup_steps is not None and self.format_warmup_steps < 0:
+            raise ValueError(f"format_warmup_steps must be >= 0 or None, got {self.format_warmup_steps}")
+        if self.format_warmup_steps and self.model != "tiny":
+            raise ValueError(f"format_warmup_steps={self.format_warmup_steps} is for model='tiny' only "
+                             f"(it clones a random policy); set it to 0 for {self.model!r}")
         for name in ("tasks_per_update", "max_new_tokens", "max_prompt_tokens", "total_updates", "update_epochs",
                      "minibatches", "micro_batch_size", "logprob_chunk_size", "eval_tasks", "eval_attempts",
                      "rollout_shards", "rollout_actors", "keep_checkpoints"):
@@ -266,7 +309,7 @@ def _parser_for(kind: Any):
     if "dict" in text:
         return json.loads
     if "None" in text:  # str | None, int | None
-        inner = int if "int" in text else str
+        inner = int if "int" in text else float if "float" in text else str
         return lambda value: None if value.lower() in ("none", "null", "") else inner(value)
     return str
 

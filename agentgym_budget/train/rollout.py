@@ -92,13 +92,14 @@ def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature
     """The model as the LLM policy the config describes (the trainer's sampler, and its evaluation policy).
 
     The budget reaches the model only through the env's observations (``show_budget`` is the
-    env's, see :func:`make_train_env`), so the policy itself does not read it.
+    env's, see :func:`make_train_env`), so the policy itself does not read it.  Earlier turns
+    show the model's actions, not its whole replies (``history="actions"``).
     """
     sampling = Sampling(temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
                         max_new_tokens=config.max_new_tokens)
     backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})")
     return LLMPolicy(backend, sampling, list_admissible=config.list_admissible,
-                     max_turns_shown=config.max_turns_shown)
+                     max_turns_shown=config.max_turns_shown, history="actions")
 
 
 @torch.no_grad()

@@ -10,7 +10,7 @@ One *update* (``config.total_updates`` of them) is::
     G[i,t]  = process return-to-go of turn t (0 without process reward) # per turn (train/grpo.py)
     samples = every turn of every episode, its tokens carry A[i] + c*G[i,t]   # S turns, N action tokens
     for epoch in range(update_epochs):
-        for minibatch in split(shuffle(samples), minibatches):
+        for minibatch in per_shard_split(shuffle(samples), minibatches):   # minibatch m = every shard's part m
             for micro in split(minibatch, micro_batch_size):           # gradient accumulation
                 logp, entropy = action_logprobs(model, micro)           # [n], fused chunked LM head
                 loss = policy_loss(logp, old_logp, ref_logp, A, weights) / tokens-in-minibatch
@@ -18,7 +18,9 @@ One *update* (``config.total_updates`` of them) is::
             clip_grad_norm_(max_grad_norm); optimizer.step()
 
 Everything random in an update derives from ``(seed, update)``, so a run resumed from a
-checkpoint continues exactly as the uninterrupted run would.
+checkpoint continues exactly as the uninterrupted run would.  Under ``torchrun`` each rank
+collects its own shards of whole groups and the gradients are all-reduced
+(:mod:`~agentgym_budget.train.parallel`).
 
 Example:
     >>> from agentgym_budget.train import TrainConfig, Trainer
@@ -30,6 +32,8 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import csv
 import inspect
 import json
@@ -37,6 +41,7 @@ import math
 import random
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +54,12 @@ from agentgym_budget.policies import hf
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, token_weight, turn_samples
 from agentgym_budget.train.kernels import policy_loss
+from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, all_reduce_sum, barrier,
+                                            full_model_state, full_parameters, init_process_group,
+                                            load_optimizer_state, optimizer_state, wrap_for_training)
 from agentgym_budget.train.rollout import training_policy
-from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory
+from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory, shard_seeds
+from agentgym_budget.train.warmup import format_warmup
 
 __all__ = ["Trainer", "load_model_and_tokenizer", "train"]
 
@@ -62,12 +71,53 @@ def train(config: TrainConfig, rollout_pool: RolloutPoolFactory | None = None) -
     return Trainer(config, rollout_pool).train()
 
 
-def load_model_and_tokenizer(name: str, env_id: str, seed: int, device: torch.device) -> tuple[Any, Any]:
-    """``"tiny"`` → the offline tiny model for ``env_id``; otherwise a local/cached HF model."""
+def load_model_and_tokenizer(name: str, env_id: str, seed: int, device: torch.device,
+                             format_warmup_steps: int = 0) -> tuple[Any, Any]:
+    """``"tiny"`` → the offline tiny model for ``env_id`` (after ``format_warmup_steps`` of
+    :func:`~agentgym_budget.train.warmup.format_warmup`); otherwise a local/cached HF model."""
     model, tokenizer = hf.load_model_and_tokenizer(name, tiny_env=env_id, seed=seed)
+    if name == "tiny" and format_warmup_steps:
+        format_warmup(model, tokenizer, env_id, steps=format_warmup_steps, seed=seed)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.to(device), tokenizer
+
+
+class _ActionLogprobs(torch.nn.Module):
+    """``action_logprobs(model, batch)`` as a module: what DDP/FSDP wrap (the model's weights are
+    used in this ``forward`` only, through the decoder and the fused LM head)."""
+
+    def __init__(self, model: Any, trainer: Trainer) -> None:
+        super().__init__()
+        self.model = model
+        self._kwargs = trainer.logprob_kwargs
+
+    def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        return action_logprobs(self.model, batch, **self._kwargs())
+
+
+def _with_lora(model: Any, config: TrainConfig, checkpoint: Path | None) -> Any:
+    """``model`` with LoRA adapters (``peft``) on every linear layer but the head; from ``checkpoint`` when resuming."""
+    from agentgym_budget._optional import require
+
+    require("peft", "llm", "LoRA (--lora-r)")
+    import peft
+
+    if checkpoint is not None:
+        return peft.PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
+    lora = peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                           target_modules="all-linear", task_type="CAUSAL_LM")
+    return peft.get_peft_model(model, lora)
+
+
+def _lr_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> Any:
+    """transformers' constant or cosine schedule with linear warm-up, over every planned optimizer step."""
+    import transformers
+
+    total = config.total_updates * config.update_epochs * config.minibatches
+    if config.lr_schedule == "cosine":
+        return transformers.get_cosine_schedule_with_warmup(optimizer, config.lr_warmup_steps, total)
+    return transformers.get_constant_schedule_with_warmup(optimizer, config.lr_warmup_steps)
 
 
 class Trainer:
@@ -77,6 +127,10 @@ class Trainer:
     ``None`` is :class:`~agentgym_budget.train.sharding.LocalRolloutPool` (this process); for
     ``rollout_backend="ray"`` pass ``agentgym_budget.distributed.RayRolloutPool.for_config``
     (the CLI does).  Every pool gives the same episodes for the same seeds and shards.
+
+    Under ``torchrun`` with W processes each rank collects its own whole groups and the
+    gradients are all-reduced (:mod:`~agentgym_budget.train.parallel`); the result equals one
+    process run with ``rollout_shards`` multiplied by W.
     """
 
     def __init__(self, config: TrainConfig, rollout_pool: RolloutPoolFactory | None = None) -> None:
@@ -90,6 +144,14 @@ class Trainer:
             torch.set_num_threads(config.torch_threads)
         self.device = torch.device(("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto"
                                    else config.device)
+        self.group = init_process_group(self.device.type)
+        if self.group.active:
+            if self.device.type == "cuda":
+                self.device = torch.device("cuda", self.group.local_rank)
+            shards = self.group.world_size * config.rollout_shards
+            if config.tasks_per_update % shards:
+                raise ValueError(f"tasks_per_update={config.tasks_per_update} must split evenly over "
+                                 f"{self.group.world_size} ranks x rollout_shards={config.rollout_shards}")
         use_bf16 = config.bf16 == "on" or (config.bf16 == "auto" and self.device.type == "cuda"
                                            and torch.cuda.is_bf16_supported())
         self.autocast_dtype = torch.bfloat16 if use_bf16 else None
@@ -99,28 +161,57 @@ class Trainer:
         self.output_dir.mkdir(parents=True, exist_ok=True)
 
         checkpoint = self._find_checkpoint(config.resume)
-        self.model, self.tokenizer = load_model_and_tokenizer(
-            str(checkpoint) if checkpoint else config.model, config.env_id, config.seed, self.device)
-        self.reference = None
-        if config.kl_coef > 0:  # the frozen initial policy
-            self.reference, _ = load_model_and_tokenizer(config.model, config.env_id, config.seed, self.device)
-            self.reference.eval().requires_grad_(False)
+        self.model, self.tokenizer, self.reference = self._build_models(checkpoint)
+        # the log-prob pass as a module, so that DDP/FSDP hooks see every use of the weights
+        self.train_module = wrap_for_training(_ActionLogprobs(self.model, self), self.group, config.distributed,
+                                              self.device)
         self.optimizer = torch.optim.AdamW(
-            self.model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay,
-            betas=(config.adam_beta1, config.adam_beta2))
+            [p for p in self.model.parameters() if p.requires_grad], lr=config.learning_rate,
+            weight_decay=config.weight_decay, betas=(config.adam_beta1, config.adam_beta2))
+        self.scheduler = _lr_scheduler(self.optimizer, config)
         self.rollout_pool = (rollout_pool or LocalRolloutPool)(config, self.model, self.tokenizer)
         self.update = 0  # updates done
-        self.episodes_done = 0
+        self.episodes_done = 0  # over all ranks
         self.env_steps_done = 0
         if checkpoint:
             self._load_state(checkpoint)
-        self.logger = _MetricsLogger(self.output_dir, config.tensorboard, resume=checkpoint is not None)
+        self.logger = (_MetricsLogger(self.output_dir, config.tensorboard, resume=checkpoint is not None)
+                       if self.group.is_main else _NullLogger())
+
+    def _build_models(self, checkpoint: Path | None) -> tuple[Any, Any, Any]:
+        """``(model, tokenizer, reference)``: the policy (from ``checkpoint`` when resuming, LoRA when
+        ``lora_r``, gradient checkpointing when asked) and the frozen initial policy (``kl_coef > 0``)."""
+        config = self.config
+
+        def initial() -> tuple[Any, Any]:
+            return load_model_and_tokenizer(config.model, config.env_id, config.seed, self.device,
+                                            config.format_warmup_steps)
+
+        if checkpoint is None or config.lora_r:
+            model, tokenizer = initial()
+        else:
+            model, tokenizer = load_model_and_tokenizer(str(checkpoint), config.env_id, config.seed, self.device)
+        reference = None
+        if config.kl_coef > 0:
+            reference = copy.deepcopy(model) if checkpoint is None or config.lora_r else initial()[0]
+            reference.eval().requires_grad_(False)
+        if config.lora_r:
+            model = _with_lora(model, config, checkpoint)
+        if config.gradient_checkpointing:
+            if hasattr(model, "activation_checkpointing_enable"):  # transformers 5's name
+                model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+            else:
+                model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        return model, tokenizer, reference
 
     # -- the loop -------------------------------------------------------------------------
     def train(self) -> list[dict[str, float]]:
         config = self.config
         history = []
-        bar = _progress_bar(config.progress_bar, initial=self.update, total=config.total_updates)
+        bar = _progress_bar(config.progress_bar and self.group.is_main, initial=self.update,
+                            total=config.total_updates)
+        if config.eval_every and self.update == 0:  # the starting point, for "before → after"
+            self.evaluate()
         while self.update < config.total_updates:
             metrics = self.train_step()
             history.append(metrics)
@@ -143,106 +234,170 @@ class Trainer:
         return history
 
     def train_step(self) -> dict[str, float]:
-        """One update: collect B*G episodes, compute advantages, take the optimizer steps."""
-        config, update = self.config, self.update
+        """One update: collect B*G episodes (this rank's groups), compute advantages, take the optimizer steps."""
+        config, update, group = self.config, self.update, self.group
         task_rng = np.random.default_rng([config.seed, update])
         task_seeds = task_rng.integers(0, 2**31 - 1, size=config.tasks_per_update)
-        seeds = np.repeat(task_seeds, config.group_size)  # [B*G]; a group shares task and budget
+        seeds = np.repeat(task_seeds, config.group_size).tolist()  # [B*G]; a group shares task and budget
 
         start = time.perf_counter()
         sampling_seed = int(task_rng.integers(2**31 - 1))
-        # rollout_shards=1: one collect_episodes call; the progress drives a curriculum budget
-        episodes = self.rollout_pool.collect(self.model, seeds.tolist(), sampling_seed, config.rollout_shards,
-                                             self.episodes_done, self.env_steps_done)
+        # the update's shards of whole groups; rank r collects shards r*rollout_shards ... (r+1)*rollout_shards-1
+        plan = shard_seeds(seeds, config.group_size, sampling_seed, group.world_size * config.rollout_shards)
+        mine = plan[group.rank * config.rollout_shards:(group.rank + 1) * config.rollout_shards]
+        with full_parameters(self.train_module):
+            if not group.active:  # one call: a pool may run the shards in parallel
+                episodes = self.rollout_pool.collect(self.model, seeds, sampling_seed, config.rollout_shards,
+                                                     self.episodes_done, self.env_steps_done)
+            else:
+                episodes = []
+                for shard, shard_seed in mine:
+                    episodes += self.rollout_pool.collect(self.model, shard, shard_seed, 1, self.episodes_done,
+                                                          self.env_steps_done)
         rollout_seconds = time.perf_counter() - start
-        self.episodes_done += len(episodes)
-        self.env_steps_done += sum(len(e.turns) for e in episodes)
 
-        returns = torch.tensor([float(e.won) for e in episodes])  # [B*G] outcome returns
+        returns = torch.tensor([float(e.won) for e in episodes])  # [this rank's episodes] outcome returns
         advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std)
-        # per-turn advantages: outcome advantage + coef * process return-to-go (see train/grpo.py)
-        samples = turn_samples(episodes, advantages, config.process_reward_coef if config.process_reward else 0.0,
-                               config.process_gamma)
+        # per-turn advantages: outcome advantage + coef * process return-to-go (see train/grpo.py), per shard
+        coef = config.process_reward_coef if config.process_reward else 0.0
+        samples_by_shard, offset = [], 0
+        for shard, _ in mine:
+            n = len(shard)
+            samples_by_shard.append(turn_samples(episodes[offset:offset + n], advantages[offset:offset + n], coef,
+                                                 config.process_gamma))
+            offset += n
+        zero_groups = (advantages.view(-1, config.group_size).abs().sum(1) == 0).tolist()
+        facts = [(e.won, e.budget, len(e.turns), e.invalid_actions, sum(t.process_reward for t in e.turns))
+                 for e in episodes]
+        everything = all_gather_objects(group, (facts, zero_groups))  # every rank's, for the logged metrics
+        facts = [f for rank_facts, _ in everything for f in rank_facts]
+        zero_groups = [z for _, rank_zero in everything for z in rank_zero]
+        self.episodes_done += len(facts)
+        self.env_steps_done += sum(f[2] for f in facts)
 
         start = time.perf_counter()
-        update_stats = self._optimize(samples, shuffle_seed=int(task_rng.integers(2**31 - 1)))
+        first_shard = group.rank * config.rollout_shards
+        update_stats = self._optimize(samples_by_shard, int(task_rng.integers(2**31 - 1)), first_shard, len(plan))
         self.update += 1
-        turns = [len(e.turns) for e in episodes]
+        turns = [f[2] for f in facts]
         return {
             "update": self.update,
             "episodes": self.episodes_done,
             "env_steps": self.env_steps_done,
-            "success_rate": float(np.mean([e.won for e in episodes])),
-            "return_mean": float(returns.mean()),
-            "budget_mean": float(np.mean([e.budget for e in episodes])),
+            "success_rate": float(np.mean([f[0] for f in facts])),
+            "return_mean": float(np.mean([float(f[0]) for f in facts])),
+            "budget_mean": float(np.mean([f[1] for f in facts])),
             "turns_mean": float(np.mean(turns)),
-            "invalid_action_rate": sum(e.invalid_actions for e in episodes) / max(sum(turns), 1),
-            "zero_advantage_groups": float((advantages.view(-1, config.group_size).abs().sum(1) == 0).float().mean()),
-            "process_return_mean": float(np.mean([sum(t.process_reward for t in e.turns) for e in episodes])),
+            "invalid_action_rate": sum(f[3] for f in facts) / max(sum(turns), 1),
+            "zero_advantage_groups": float(np.mean(zero_groups)),
+            "process_return_mean": float(np.mean([f[4] for f in facts])),
             **update_stats,
+            "learning_rate": self.optimizer.param_groups[0]["lr"],
             "rollout_seconds": rollout_seconds,
             "update_seconds": time.perf_counter() - start,
         }
 
-    def _optimize(self, samples: list, shuffle_seed: int) -> dict[str, float]:
-        config = self.config
-        pad_id = self.tokenizer.pad_token_id
-        old_logps = self._per_sample_logprobs(self.model, samples) if self._needs_old_logps() else None
+    def _minibatches(self, samples_by_shard: list[list], generators: list[torch.Generator]) -> list[list]:
+        """This epoch's minibatches: each shard's samples shuffled by its own generator and split into
+        ``minibatches`` parts; minibatch m is every shard's part m (so W ranks form the same global
+        minibatches as one process that holds all W shards)."""
+        offsets = np.cumsum([0] + [len(s) for s in samples_by_shard])
+        parts = [[] for _ in range(self.config.minibatches)]
+        for shard, (shard_samples, generator) in enumerate(zip(samples_by_shard, generators)):
+            order = torch.randperm(len(shard_samples), generator=generator).numpy() + offsets[shard]
+            for m, part in enumerate(np.array_split(order, self.config.minibatches)):
+                parts[m] += part.tolist()
+        return parts
+
+    def _optimize(self, samples_by_shard: list[list], shuffle_seed: int, first_shard: int, shards: int
+                  ) -> dict[str, float]:
+        config, group = self.config, self.group
+        samples = [s for shard in samples_by_shard for s in shard]
+        if not samples:
+            raise RuntimeError("no turn with a sampled token in this rank's episodes (max_new_tokens >= 1?)")
+        with full_parameters(self.train_module):
+            old_logps = self._per_sample_logprobs(self.model, samples) if self._needs_old_logps() else None
         ref_logps = self._per_sample_logprobs(self.reference, samples) if self.reference is not None else None
-        generator = torch.Generator().manual_seed(shuffle_seed)
+        generators = [torch.Generator().manual_seed(
+            shuffle_seed if shards == 1 else int(np.random.SeedSequence([shuffle_seed, first_shard + j])
+                                                 .generate_state(1)[0]))
+            for j in range(len(samples_by_shard))]
+        skip_zero = config.kl_coef == 0 and config.entropy_coef == 0  # zero advantage = zero gradient
         sums: dict[str, float] = {}
         steps = 0
         self.model.train()
         for _ in range(config.update_epochs):
-            order = torch.randperm(len(samples), generator=generator).tolist()
-            for minibatch in np.array_split(np.array(order, dtype=np.int64), config.minibatches):
-                minibatch = minibatch.tolist()
+            for minibatch in self._minibatches(samples_by_shard, generators):
                 weights = [token_weight(samples[i], config.loss_aggregation) * samples[i].action_tokens
                            for i in minibatch]
-                normalizer = max(sum(weights), 1e-8)  # the loss is a mean over the whole minibatch
-                if config.kl_coef == 0 and config.entropy_coef == 0:  # zero advantage = zero gradient
-                    minibatch = [i for i in minibatch if samples[i].advantage != 0]
-                if not minibatch:
+                active = [i for i in minibatch if samples[i].advantage != 0] if skip_zero else minibatch
+                total_weight, total_active = all_reduce_sum(group, [sum(weights), len(active)])
+                normalizer = max(total_weight, 1e-8)  # the loss is a mean over the whole (global) minibatch
+                if total_active == 0:
+                    with warnings.catch_warnings():  # the schedule follows the planned steps, taken or not
+                        warnings.filterwarnings("ignore", message="Detected call of `lr_scheduler.step")
+                        self.scheduler.step()
                     continue
-                for start in range(0, len(minibatch), config.micro_batch_size):
-                    micro = minibatch[start : start + config.micro_batch_size]
-                    stats = self._backward_micro(samples, micro, old_logps, ref_logps, normalizer, pad_id)
+                micros = [(active[i:i + config.micro_batch_size], 1.0)
+                          for i in range(0, len(active), config.micro_batch_size)]
+                # every rank runs as many micro-batches (FSDP gathers weights in each forward, a collective);
+                # a rank with fewer pads with zero-weight ones (no gradient, but it joins the all-reduce)
+                micros += [([0], 0.0)] * (all_reduce_max(group, len(micros)) - len(micros))
+                for index, (micro, scale) in enumerate(micros):
+                    with self._gradient_sync(index == len(micros) - 1):
+                        stats = self._backward_micro(samples, micro, old_logps, ref_logps, normalizer, scale)
                     for key, value in stats.items():
                         sums[key] = sums.get(key, 0.0) + value
-                grad_norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), config.max_grad_norm)
+                grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
+                                                           config.max_grad_norm)
                 self.optimizer.step()
+                self.scheduler.step()
                 self.optimizer.zero_grad(set_to_none=True)
-                sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm)
+                sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm) / group.world_size
                 steps += 1
-        keys = ("loss", "pg_loss", "kl", "clip_fraction", "approx_kl_old", "grad_norm")
-        out = {key: sums.get(key, 0.0) / max(steps, 1) for key in keys}
+        keys = ("loss", "pg_loss", "kl", "clip_fraction", "approx_kl_old", "grad_norm", "entropy_sum", "weight_sum")
+        totals = dict(zip(keys, all_reduce_sum(group, [sums.get(key, 0.0) for key in keys])))
+        out = {key: totals[key] / max(steps, 1) for key in keys[:6]}
         # the mean entropy of the tokens that went through the model (zero-advantage turns may be skipped)
-        out["entropy"] = sums.get("entropy_sum", 0.0) / max(sums.get("weight_sum", 0.0), 1e-8)
+        out["entropy"] = totals["entropy_sum"] / max(totals["weight_sum"], 1e-8)
         out["optimizer_steps"] = steps
-        out["action_tokens"] = sum(len(s.input_ids) - s.prompt_length for s in samples)
+        out["action_tokens"] = int(all_reduce_sum(group, [sum(s.action_tokens for s in samples)])[0])
         return out
 
-    def _backward_micro(self, samples, micro, old_logps, ref_logps, normalizer, pad_id) -> dict[str, float]:
+    def _gradient_sync(self, sync: bool) -> Any:
+        """DDP's ``no_sync`` for all but the last micro-batch of a minibatch (one all-reduce per step;
+        FSDP2 reduce-scatters after every micro-batch, in step on every rank)."""
+        if sync or not hasattr(self.train_module, "no_sync"):
+            return contextlib.nullcontext()
+        return self.train_module.no_sync()
+
+    def _backward_micro(self, samples, micro, old_logps, ref_logps, normalizer, scale=1.0) -> dict[str, float]:
         config = self.config
-        batch = collate([samples[i] for i in micro], pad_id, config.loss_aggregation)
-        logp, entropy = action_logprobs(
-            self.model, batch, temperature=config.temperature, fused=config.fused_logprobs,
-            chunk_size=config.logprob_chunk_size, compile=self.use_compile, autocast_dtype=self.autocast_dtype)
+        batch = collate([samples[i] for i in micro], self.tokenizer.pad_token_id, config.loss_aggregation)
+        logp, entropy = self.train_module(batch)
         old = torch.cat([old_logps[i] for i in micro]) if old_logps is not None else logp.detach()
         ref = torch.cat([ref_logps[i] for i in micro]) if ref_logps is not None else None
-        weights = batch["weights"].to(logp.device)
+        weights = batch["weights"].to(logp.device) * scale
         loss, stats = policy_loss(
             logp, old, ref, batch["advantages"].to(logp.device), weights, epsilon_low=config.epsilon_low,
             epsilon_high=config.epsilon_high, kl_coef=config.kl_coef, normalizer=normalizer, compile=self.use_compile)
         entropy_term = (weights * entropy).sum() / normalizer
         loss = loss - config.entropy_coef * entropy_term
-        loss.backward()
+        # DDP/FSDP average the ranks' gradients; each rank's loss is its share of the global mean
+        (loss * self.group.world_size).backward()
         return {"loss": float(loss.detach()), "entropy_sum": float((weights * entropy.detach()).sum()),
                 "weight_sum": float(weights.sum()), **{k: float(v) for k, v in stats.items()}}
 
     def _needs_old_logps(self) -> bool:
         # With one optimizer step per rollout the policy is still the sampler: old = logp.detach().
         return self.config.update_epochs * self.config.minibatches > 1
+
+    def logprob_kwargs(self) -> dict[str, Any]:
+        """The keyword arguments of every log-prob pass (update, old policy, reference)."""
+        config = self.config
+        return {"temperature": config.temperature, "fused": config.fused_logprobs,
+                "chunk_size": config.logprob_chunk_size, "compile": self.use_compile,
+                "autocast_dtype": self.autocast_dtype}
 
     @torch.no_grad()
     def _per_sample_logprobs(self, model: Any, samples: list) -> list[torch.Tensor]:
@@ -253,9 +408,7 @@ class Trainer:
         for start in range(0, len(samples), config.micro_batch_size):
             chunk = samples[start : start + config.micro_batch_size]
             batch = collate(chunk, self.tokenizer.pad_token_id, config.loss_aggregation)
-            logp, _ = action_logprobs(model, batch, temperature=config.temperature, fused=config.fused_logprobs,
-                                      chunk_size=config.logprob_chunk_size, compile=self.use_compile,
-                                      autocast_dtype=self.autocast_dtype)
+            logp, _ = action_logprobs(model, batch, **self.logprob_kwargs())
             out += list(logp.split([len(s.input_ids) - s.prompt_length for s in chunk]))
         model.train(was_training)
         return out
@@ -266,7 +419,14 @@ class Trainer:
 
         Writes ``output_dir/eval/update_NNNNNN/`` (the evaluator's ``passkt.json``/CSV files and
         heatmap) and logs every cell as ``eval/pass@K,T=T`` to ``eval.jsonl``/``eval.csv``.
+        Under ``torchrun`` rank 0 evaluates (the others wait; they return ``None``).
         """
+        with full_parameters(self.train_module):
+            result = self._evaluate() if self.group.is_main else None
+            barrier(self.group)
+        return result
+
+    def _evaluate(self) -> Any:
         from agentgym_budget.eval import evaluate
 
         config = self.config
@@ -289,22 +449,35 @@ class Trainer:
 
     # -- checkpoints ----------------------------------------------------------------------
     def save_checkpoint(self) -> Path:
+        """Rank 0 writes ``checkpoints/update_NNNNNN/`` (model or LoRA adapter, tokenizer, trainer state)."""
         folder = self.output_dir / "checkpoints" / f"{_CHECKPOINT_PREFIX}{self.update:06d}"
+        optimizer = optimizer_state(self.train_module, self.optimizer)  # collectives under FSDP
+        weights = full_model_state(self.train_module)
+        if self.group.is_main:
+            self._write_checkpoint(folder, optimizer, weights)
+        barrier(self.group)
+        return folder
+
+    def _write_checkpoint(self, folder: Path, optimizer: dict[str, Any], weights: dict | None) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        self.model.save_pretrained(folder)
+        if weights is not None and getattr(self.model.config, "tie_word_embeddings", False):
+            # a gathered state dict holds tied weights twice; save_pretrained drops them only from its own
+            for key in getattr(self.model, "_tied_weights_keys", None) or ():
+                weights.pop(key, None)
+        self.model.save_pretrained(folder, **({} if weights is None else {"state_dict": weights}))
         self.tokenizer.save_pretrained(folder)
         torch.save({
             "update": self.update,
             "episodes_done": self.episodes_done,
             "env_steps_done": self.env_steps_done,
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": optimizer,
+            "scheduler": self.scheduler.state_dict(),
             "rng": {"python": random.getstate(), "numpy": _numpy_rng_state(), "torch": torch.get_rng_state()},
             "config": self.config.to_dict(),
         }, folder / "trainer_state.pt")
         checkpoints = sorted((self.output_dir / "checkpoints").glob(f"{_CHECKPOINT_PREFIX}*"))
         for old in checkpoints[: -self.config.keep_checkpoints]:
             shutil.rmtree(old)
-        return folder
 
     def _find_checkpoint(self, resume: str | None) -> Path | None:
         if resume is None:
@@ -319,7 +492,9 @@ class Trainer:
 
     def _load_state(self, folder: Path) -> None:
         state = load_trainer_state(folder / "trainer_state.pt", self.device)
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_optimizer_state(self.train_module, self.optimizer, state["optimizer"])
+        if "scheduler" in state:
+            self.scheduler.load_state_dict(state["scheduler"])
         self.update, self.episodes_done, self.env_steps_done = (
             state["update"], state["episodes_done"], state["env_steps_done"])
         random.setstate(state["rng"]["python"])
@@ -406,6 +581,16 @@ def _progress_bar(enabled: bool, initial: int, total: int) -> Any:
     except ImportError:
         return None
     return tqdm(initial=initial, total=total, desc="updates", dynamic_ncols=True)
+
+
+class _NullLogger:
+    """What ranks other than 0 log to: nothing."""
+
+    def log(self, metrics: dict[str, float], stream: str = "metrics") -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
 
 class _MetricsLogger:

@@ -1,0 +1,103 @@
+"""Trainer options: LoRA (peft), gradient checkpointing, the LR schedule, --compile in every log-prob pass."""
+
+import math
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from agentgym_budget.train import TrainConfig, Trainer  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+def _config(tmp_path, **overrides) -> TrainConfig:
+    base = dict(env_id="KeyDoor-v0", budget="fixed:2", model="tiny", format_warmup_steps=0, seed=2,
+                total_updates=1, tasks_per_update=2, group_size=2, max_new_tokens=4, learning_rate=1e-2,
+                entropy_coef=0.01, kl_coef=0.0, eval_every=0, save_every=0, torch_threads=1,
+                output_dir=str(tmp_path), progress_bar=False, tensorboard=False)
+    return TrainConfig(**{**base, **overrides})
+
+
+def _snapshot(model) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def test_lora_trains_only_the_adapters_and_resumes_from_them(tmp_path):
+    pytest.importorskip("peft")
+    trainer = Trainer(_config(tmp_path / "a", lora_r=4, total_updates=2, save_every=1))
+    trainable = [name for name, p in trainer.model.named_parameters() if p.requires_grad]
+    assert trainable and all("lora_" in name for name in trainable)
+    before = _snapshot(trainer.model)
+    trainer.train()
+    after = trainer.model.state_dict()
+    changed = {k for k in before if not torch.equal(before[k], after[k])}
+    assert changed and all("lora_" in k for k in changed)  # the base weights never move
+    assert (tmp_path / "a" / "checkpoints" / "update_000002" / "adapter_model.safetensors").is_file()
+
+    Trainer(_config(tmp_path / "b", lora_r=4, total_updates=1, save_every=1)).train()
+    resumed = Trainer(_config(tmp_path / "b", lora_r=4, total_updates=2, save_every=1, resume="auto"))
+    assert resumed.update == 1
+    resumed.train()
+    for key, value in after.items():
+        torch.testing.assert_close(resumed.model.state_dict()[key], value, rtol=0, atol=0)
+
+
+def _count_layer_calls(trainer) -> list[int]:
+    """Training-mode runs of the first layer's MLP (forward hooks are muted during the recompute)."""
+    calls, mlp = [0], trainer.model.get_decoder().layers[0].mlp
+    forward = mlp.forward
+
+    def counting(*args, **kwargs):
+        calls[0] += mlp.training  # not the rollout's generation (eval mode)
+        return forward(*args, **kwargs)
+    mlp.forward = counting
+    return calls
+
+
+def test_gradient_checkpointing_recomputes_and_gives_the_same_update(tmp_path):
+    plain = Trainer(_config(tmp_path / "plain"))
+    plain_calls = _count_layer_calls(plain)
+    plain.train()
+    checkpointed = Trainer(_config(tmp_path / "ckpt", gradient_checkpointing=True))
+    checkpointed_calls = _count_layer_calls(checkpointed)
+    checkpointed.train()
+    assert checkpointed_calls[0] == 2 * plain_calls[0] > 0  # each layer runs again in backward
+    for key, value in plain.model.state_dict().items():
+        torch.testing.assert_close(checkpointed.model.state_dict()[key], value, rtol=1e-5, atol=1e-6)
+
+
+def test_cosine_schedule_with_warmup_sets_each_steps_learning_rate(tmp_path):
+    config = _config(tmp_path, total_updates=3, minibatches=2, lr_schedule="cosine", lr_warmup_steps=2)
+    history = Trainer(config).train()
+    # 6 planned optimizer steps; after step s the rate is lr * s/2 (s < 2), then lr * (1 + cos(pi (s-2)/4)) / 2
+    expected = [1e-2 * (1 + math.cos(math.pi * (s - 2) / 4)) / 2 for s in (2, 4, 6)]
+    assert [h["learning_rate"] for h in history] == pytest.approx(expected)
+    constant = Trainer(_config(tmp_path / "c", total_updates=2, lr_warmup_steps=4)).train()
+    assert [h["learning_rate"] for h in constant] == pytest.approx([1e-2 / 4, 2e-2 / 4])
+
+
+def test_compile_reaches_every_log_prob_pass(tmp_path, monkeypatch):
+    """With --compile on, the update's, the old policy's and the reference's passes all ask for it."""
+    import agentgym_budget.train.trainer as trainer_module
+
+    seen = []
+    real = trainer_module.action_logprobs
+
+    def recording(model, batch, **kwargs):
+        seen.append(kwargs["compile"])
+        return real(model, batch, **{**kwargs, "compile": False})  # record only: compiling costs minutes on CPU
+
+    monkeypatch.setattr(trainer_module, "action_logprobs", recording)
+    config = _config(tmp_path, compile="on", kl_coef=0.1, update_epochs=2)  # old + reference passes too
+    trainer = Trainer(config)
+    monkeypatch.setattr(trainer_module, "policy_loss", _eager_policy_loss(trainer_module.policy_loss))
+    trainer.train()
+    assert len(seen) >= 4 and all(seen)  # reference, old policy, and >= 2 update passes
+
+
+def _eager_policy_loss(real):
+    def eager(*args, compile=False, **kwargs):
+        return real(*args, compile=False, **kwargs)
+    return eager
