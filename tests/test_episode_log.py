@@ -22,6 +22,7 @@ from agentgym_budget.eval.episode_log import (
     ResumeError,
     read_episodes,
 )
+from interrupts import stop_after
 
 ENV_ID = "KeyDoor-Budget-v0"
 ARGS = dict(ks=(1, 2), ts=(2, 4), tasks=12, attempts=3, seed=3, policy_kwargs={"p": 0.4}, bootstrap=50)
@@ -34,17 +35,6 @@ def assert_same_result(a, b) -> None:
     np.testing.assert_array_equal(a.grid.ci_low, b.grid.ci_low)
     assert a.metrics == b.metrics
     assert a.plan_lengths == b.plan_lengths
-
-
-def stop_after(n: int):
-    seen = []
-
-    def on_record(record) -> None:
-        seen.append(record)
-        if len(seen) == n:
-            raise KeyboardInterrupt
-
-    return on_record
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@ from agentgym_budget.eval.episode_log import EPISODES_FILE, EvaluationInterrupte
 from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec, SerialExecutor, task_seed
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, read_transcripts
 from agentgym_budget.policies.base import make_policy
+from interrupts import stop_after
 
 ENV_ID = "KeyDoor-Budget-v0"
 ARGS = dict(ks=(1, 2), ts=(2, 4), tasks=8, attempts=3, seed=5, policy_kwargs={"p": 0.4}, bootstrap=20)
@@ -87,17 +88,6 @@ def test_worker_processes_give_the_same_transcripts(tmp_path) -> None:
     evaluate(ENV_ID, "noisy-expert", out=tmp_path / "w1", transcripts=True, **ARGS)
     evaluate(ENV_ID, "noisy-expert", out=tmp_path / "w2", transcripts=True, workers=2, **ARGS)
     assert read_transcripts(tmp_path / "w1") == read_transcripts(tmp_path / "w2")
-
-
-def stop_after(n: int):
-    seen = []
-
-    def on_record(record) -> None:
-        seen.append(record)
-        if len(seen) == n:
-            raise KeyboardInterrupt
-
-    return on_record
 
 
 def test_resume_appends_the_missing_transcripts(tmp_path) -> None:
