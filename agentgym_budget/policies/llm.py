@@ -61,8 +61,8 @@ class LLMPolicy:
         system_prompt: the instructions; the task is appended to them.
         history: what earlier turns show of the model's answers: ``"replies"`` (the whole
             reply, thought included: ReAct) or ``"actions"`` (``Action: <command>`` only, as
-            verl-agent's ALFWorld prompts do: shorter prompts, and what the trainer uses — the
-            tiny model learns KeyDoor from it, not from whole replies).
+            verl-agent's ALFWorld prompts do: shorter prompts; what the trainer uses, as its
+            earlier rollouts did).
     """
 
     llm = True  # the evaluator keeps transcripts of LLM policies by default

@@ -5,10 +5,10 @@ The tokenizer is byte-level BPE (any text encodes) with merges learnt from the c
 that :func:`~agentgym_budget.policies.prompting.build_messages` writes for episodes of the env
 (random and expert play), so the env's stock phrases are a token or two each.  It has no chat
 template: the LLM layer writes its conversations as one ReAct text
-(:func:`~agentgym_budget.policies.prompting.render_plain`), the format such a small model
-learns fastest (measured: the trainer's KeyDoor run learnt from it and not from ChatML
-messages); :data:`CHATML_TEMPLATE` is there for tools that need one (a served GGUF, TRL).
-Replies end with ``<|im_end|>``.  The model is a randomly initialised 2-layer ``Qwen2ForCausalLM``
+(:func:`~agentgym_budget.policies.prompting.render_plain`), the format of the trainer's
+earlier runs.  ChatML's ``<|im_start|>``/``<|im_end|>`` are in its vocabulary, so a server
+that applies ChatML itself (llama.cpp's ``--chat_format chatml``) tokenises them as one token
+each.  Replies end with ``<|im_end|>``.  The model is a randomly initialised 2-layer ``Qwen2ForCausalLM``
 — the architecture of Qwen2.5, at toy size.  It is what ``--policy hf --policy-arg model=tiny``
 and the trainer's ``--model tiny`` build; ``train.warmup.format_warmup`` teaches it the reply
 format.
@@ -37,7 +37,6 @@ from agentgym_budget.policies.chat import Message
 from agentgym_budget.policies.prompting import SYSTEM_PROMPT, build_messages, render_plain
 
 __all__ = [
-    "CHATML_TEMPLATE",
     "END_OF_TURN",
     "PAD_TOKEN",
     "build_tokenizer",
@@ -51,13 +50,6 @@ __all__ = [
 PAD_TOKEN = "<|endoftext|>"
 START_OF_TURN = "<|im_start|>"
 END_OF_TURN = "<|im_end|>"  # the end-of-sequence token of a reply
-
-#: Qwen2.5's message format without its default system prompt and tool syntax.
-CHATML_TEMPLATE = (
-    "{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
-    "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
-)
-
 
 def reply_text(action: str) -> str:
     """The reply format the tiny model is warmed up to (it follows the prompt's ``Thought:``)."""
