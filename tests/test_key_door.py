@@ -7,7 +7,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentgym_budget  # noqa: F401  (registers the ids)
-from agentgym_budget.envs.toy.key_door import TASK_IDS
+from agentgym_budget.envs.toy.key_door import COLOURS, SPLITS, TASK_IDS
 
 
 def test_env_checker_passes():
@@ -45,6 +45,29 @@ def test_same_seed_same_episode_and_tasks_cover_all_ids():
     assert env.reset(seed=3) == env.reset(seed=3)
     seen = {env.reset(seed=s)[1]["task_id"] for s in range(200)}
     assert seen == set(TASK_IDS)
+
+
+def test_splits_partition_the_pairs_and_every_colour_is_a_training_goal_and_distractor():
+    train, test = set(SPLITS["train"]), set(SPLITS["test"])
+    assert not train & test and train | test == set(TASK_IDS) and (len(train), len(test)) == (8, 4)
+    for colour in COLOURS:
+        assert sum(t.startswith(colour + "-") for t in train) == 2 and sum(t.endswith("-" + colour) for t in train) == 2
+    for split, ids in (("train", train), ("test", test)):
+        env = gym.make("KeyDoor-v0", split=split)
+        setups = {env.reset(seed=s)[1]["game"] for s in range(400)}
+        assert {game.split(":")[0] for game in setups} == ids and len(setups) == 2 * len(ids)  # both door orders
+    with pytest.raises(ValueError, match="in split 'test'"):
+        gym.make("KeyDoor-v0", split="test").reset(options={"task": "red-green"})
+    with pytest.raises(ValueError, match="split must be one of"):
+        gym.make("KeyDoor-v0", split="valid")
+
+
+def test_the_default_split_draws_as_before():
+    """Seeds keep drawing the same set-ups as before splits existed (results stay comparable)."""
+    env = gym.make("KeyDoor-v0")
+    assert [env.reset(seed=s)[1]["game"] for s in range(6)] == [  # drawn by the code before splits (01caa2b)
+        "yellow-blue:yellow,blue", "blue-yellow:blue,yellow", "yellow-blue:blue,yellow", "yellow-red:yellow,red",
+        "green-yellow:green,yellow", "green-yellow:yellow,green"]
 
 
 def test_unknown_task_is_a_clear_error():

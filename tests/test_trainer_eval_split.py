@@ -28,7 +28,10 @@ def test_evaluating_on_the_training_split_is_refused():
 
 
 def test_families_without_a_split_say_their_evaluation_is_not_held_out():
-    assert evaluation_env_kwargs(TrainConfig(env_id="KeyDoor-v0")) == ({"show_budget": False}, False)
+    assert evaluation_env_kwargs(TrainConfig(env_id="TextWorld-v0")) == ({"show_budget": False}, False)
+    # KeyDoor trains on every set-up by default: its 'test' set-ups are held out only under split='train'.
+    assert evaluation_env_kwargs(TrainConfig(env_id="KeyDoor-v0")) == ({"show_budget": False, "split": "test"}, False)
+    assert evaluation_env_kwargs(TrainConfig(env_id="KeyDoor-v0", env_kwargs={"split": "train"}))[1] is True
     # WebShop trains on all goals by default, so its test goals are not held out unless training uses 'train'.
     assert evaluation_env_kwargs(TrainConfig(env_id="WebShop-v0"))[1] is False
     assert evaluation_env_kwargs(TrainConfig(env_id="WebShop-v0", env_kwargs={"split": "train"}))[1] is True
@@ -46,3 +49,8 @@ def test_trainer_logs_whether_its_evaluation_was_held_out(tmp_path):
 
     rows = [json.loads(line) for line in (tmp_path / "eval.jsonl").read_text().splitlines()]
     assert rows and rows[-1]["eval/held_out"] == 0.0
+    held_out = Trainer(TrainConfig(**{**config.to_dict(), "env_kwargs": {"split": "train"},
+                                      "output_dir": str(tmp_path / "held_out")})).train
+    held_out()
+    rows = [json.loads(line) for line in (tmp_path / "held_out" / "eval.jsonl").read_text().splitlines()]
+    assert rows and rows[-1]["eval/held_out"] == 1.0

@@ -64,7 +64,7 @@ class EnvFamily:
     kwargs: dict[str, Any] = field(default_factory=dict)
     #: env kwargs the evaluator adds unless given: what the behaviour metrics need (full expert plans).
     eval_kwargs: dict[str, Any] = field(default_factory=dict)
-    #: the ``split=`` value of the family's held-out tasks (``None``: the family has no split, e.g. KeyDoor).
+    #: the ``split=`` value of the family's held-out tasks (``None``: the family has no split, e.g. a single TextWorld game).
     held_out_split: str | None = None
 
     @property
@@ -92,6 +92,7 @@ FAMILIES: tuple[EnvFamily, ...] = (
         "for tests and learning checks",
         max_episode_steps=8,
         default_budget="fixed:4",
+        held_out_split="test",
     ),
     EnvFamily(
         name="WebShop",

@@ -542,8 +542,10 @@ def evaluation_env_kwargs(config: TrainConfig) -> tuple[dict[str, Any], bool]:
     Example:
         >>> evaluation_env_kwargs(TrainConfig(env_id="ALFWorld-v0"))
         ({'show_budget': False, 'split': 'valid_unseen'}, True)
-        >>> evaluation_env_kwargs(TrainConfig(env_id="KeyDoor-v0"))  # no split: the seeds repeat training set-ups
-        ({'show_budget': False}, False)
+        >>> evaluation_env_kwargs(TrainConfig(env_id="KeyDoor-v0"))  # trained on every set-up, 'test' ones too
+        ({'show_budget': False, 'split': 'test'}, False)
+        >>> evaluation_env_kwargs(TrainConfig(env_id="KeyDoor-v0", env_kwargs={"split": "train"}))
+        ({'split': 'test', 'show_budget': False}, True)
     """
     from agentgym_budget.envs.registration import family_of
 

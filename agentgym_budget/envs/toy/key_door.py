@@ -17,7 +17,12 @@ about 30% of episodes within 4 turns, and 11% within 2 (the numbers are exact; s
 
 Tasks are the 12 ordered (goal, distractor) pairs of four colours; ``reset(seed=...)``
 draws one (and the door order) from ``self.np_random``, ``reset(options={"task": "red-blue"})``
-picks ``goal-distractor`` explicitly.
+picks ``goal-distractor`` explicitly.  ``split`` restricts the draws: ``"train"`` has 8 pairs
+(16 set-ups with the door order), ``"test"`` the other 4 (8 set-ups), which a learner never saw
+in training: each colour is the goal of one held-out pair and the distractor of another, so
+it is the goal of two training pairs too — a policy that reads the task generalises to them,
+one that learnt "avoid blue when the task is red" does not.  ``"all"`` (the default) draws
+from all 12.
 
 Example:
     >>> import gymnasium as gym
@@ -32,6 +37,8 @@ Example:
     >>> obs, reward, terminated, truncated, info = env.step("open red door")
     >>> reward, terminated, info["won"]
     (1.0, True, True)
+    >>> sorted({gym.make("KeyDoor-v0", split="test").reset(seed=s)[1]["task_id"] for s in range(50)})
+    ['blue-green', 'green-yellow', 'red-blue', 'yellow-red']
 """
 
 from __future__ import annotations
@@ -41,11 +48,19 @@ from typing import Any
 
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_effect
 
-__all__ = ["COLOURS", "TASK_IDS", "KeyDoorEnv"]
+__all__ = ["COLOURS", "SPLITS", "TASK_IDS", "KeyDoorEnv"]
 
 COLOURS: tuple[str, ...] = ("red", "blue", "green", "yellow")
 #: Every task id, ``"<goal>-<distractor>"``.
 TASK_IDS: tuple[str, ...] = tuple(f"{g}-{d}" for g, d in itertools.permutations(COLOURS, 2))
+#: The held-out pairs: each colour's goal pair with the next colour (cyclically) as the distractor.
+_TEST_IDS: tuple[str, ...] = tuple(f"{g}-{COLOURS[(i + 1) % len(COLOURS)]}" for i, g in enumerate(COLOURS))
+#: The task ids of each ``split``.
+SPLITS: dict[str, tuple[str, ...]] = {
+    "all": TASK_IDS,
+    "train": tuple(t for t in TASK_IDS if t not in _TEST_IDS),
+    "test": _TEST_IDS,
+}
 
 
 class KeyDoorEnv(TextEnv):
@@ -54,8 +69,12 @@ class KeyDoorEnv(TextEnv):
     max_observation_length = 256
     max_action_length = 64
 
-    def __init__(self, render_mode: str | None = None) -> None:
+    def __init__(self, split: str = "all", render_mode: str | None = None) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"KeyDoor split must be one of {sorted(SPLITS)}, got {split!r}")
         super().__init__(render_mode=render_mode)
+        self.split = split
+        self._task_ids = SPLITS[split]
         self._goal = self._distractor = ""
         self._doors: tuple[str, str] = ("", "")
         self._has_key = False
@@ -66,9 +85,9 @@ class KeyDoorEnv(TextEnv):
         if options:
             raise ValueError(f"KeyDoor reset options are 'task' (and 'budget' under TurnBudget), got {sorted(options)}")
         if task_id is None:
-            task_id = TASK_IDS[int(self.np_random.integers(len(TASK_IDS)))]
-        if task_id not in TASK_IDS:
-            raise ValueError(f"unknown KeyDoor task {task_id!r}; tasks are {list(TASK_IDS)}")
+            task_id = self._task_ids[int(self.np_random.integers(len(self._task_ids)))]
+        if task_id not in self._task_ids:
+            raise ValueError(f"unknown KeyDoor task {task_id!r} in split {self.split!r}; tasks are {list(self._task_ids)}")
         self._goal, self._distractor = task_id.split("-")
         pair = [self._goal, self._distractor]
         self.np_random.shuffle(pair)
