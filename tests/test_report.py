@@ -171,3 +171,11 @@ def test_eval_names_the_report_and_keeps_transcripts_when_asked(tmp_path, capsys
     assert not (tmp_path / "plain" / TRANSCRIPTS_FILE).exists()
     assert main(["eval", *fast, "--out", str(tmp_path / "kept"), "--transcripts"]) == 0
     assert len(read_transcripts(tmp_path / "kept")) == 3
+
+
+def test_the_script_turns_data_into_markup_in_one_place_only(folder) -> None:
+    """Every innerHTML of the page's script is setHtml's, which takes html`...` fragments only (their
+    values escaped); the browser test feeds it hostile data (test_report_browser.py)."""
+    script = build_report(folder).rsplit("<script>", 1)[1]
+    assert re.findall(r"\w+\.innerHTML\s*[+]?=\s*[\w.]+", script) == ["el.innerHTML = fragment.text"]
+    assert "insertAdjacentHTML" not in script and "outerHTML" not in script and "document.write" not in script

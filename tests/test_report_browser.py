@@ -5,6 +5,8 @@ screenshot is taken.  Skipped, saying why, only where no Chromium is installed."
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import struct
 import subprocess
@@ -15,7 +17,8 @@ import pytest
 
 import agentgym_budget  # noqa: F401  (registers the envs)
 from agentgym_budget.eval import evaluate
-from agentgym_budget.eval.report import write_report
+from agentgym_budget.eval.episode_log import EPISODES_FILE
+from agentgym_budget.eval.report import build_report, write_report
 from agentgym_budget.eval.transcripts import TranscriptWriter, read_transcripts
 
 CHROMIUM = next((p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))), None)
@@ -49,11 +52,13 @@ class DOM(HTMLParser):
         self.classes: list[set[str]] = []
         self.rows: list[str] = []
         self.episode_text: list[str] = []
+        self.tags: list[str] = []
         self._depth = 0  # > 0 inside #episode
         self.feed(text)
 
     def handle_starttag(self, tag, attrs) -> None:
         a = {k: v or "" for k, v in attrs}
+        self.tags.append(tag)
         if tag == "body":
             self.body = a
         if "id" in a:
@@ -124,3 +129,69 @@ def test_chromium_renders_a_comparison_and_an_unknown_episode(run_folder, tmp_pa
     assert "No transcript stored" in "".join(dom.episode_text)  # actions and flags from episodes.jsonl only
     dom = DOM(chromium(page, tmp_path, "episode=7-7-7-7", "--dump-dom"))
     assert "episode" not in dom.by_id
+
+
+#: Markup that runs script if it ever becomes HTML: it would set the title and mark the body.
+PAYLOAD = ("<img src=x onerror=\"document.title='pwned';document.body.dataset.pwned=1\">"
+           "<svg onload=\"document.body.dataset.pwned=2\"></svg>")
+
+
+def json_script(element_id: str, data) -> str:
+    text = json.dumps(data).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return f'<script type="application/json" id="{element_id}">{text}</script>'
+
+
+def assert_no_script_ran(dump: str) -> DOM:
+    dom = DOM(dump)
+    assert float(dom.body["data-rendered-ms"]) >= 0, "the page's script did not finish (a JS error?)"
+    assert "data-pwned" not in dom.body and re.search(r"<title>([^<]*)</title>", dump).group(1) != "pwned"
+    assert "img" not in dom.tags and dom.tags.count("svg") == 2  # the heatmap and the curves only
+    return dom
+
+
+def test_text_fields_holding_markup_render_as_text_and_run_nothing(run_folder, tmp_path) -> None:
+    folder = tmp_path / "sent"
+    shutil.copytree(run_folder, folder)
+    task, attempt, budget = OPENED
+    line = read_transcripts(folder)[OPENED]
+    for turn in line["turns"]:
+        turn.update(observation=PAYLOAD, reply=PAYLOAD, action=PAYLOAD, expert_action=PAYLOAD, action_effect=PAYLOAD)
+    line["final_observation"] = PAYLOAD
+    writer = TranscriptWriter(folder, resume=True)
+    writer.write(line)
+    writer.close()
+    path = folder / EPISODES_FILE
+    records = [json.loads(text) for text in path.read_text().splitlines()]
+    for record in records:
+        record.update(actions=[PAYLOAD] * record["turns"], game=PAYLOAD)
+    path.write_text("".join(json.dumps(record) + "\n" for record in records))
+    page = write_report(folder)
+    dom = assert_no_script_ran(chromium(page, tmp_path, f"episode=0-{task}-{attempt}-{budget}", "--dump-dom"))
+    assert dom.by_id["episode"]["data-episode"] == f"0-{task}-{attempt}-{budget}"
+    # Shown as text: each turn's observation, reply and action, and the final observation.
+    assert "".join(dom.episode_text).count(PAYLOAD) >= 3 * len(line["turns"]) + 1
+
+
+def test_the_script_escapes_every_value_even_data_the_loaders_would_refuse(run_folder, tmp_path) -> None:
+    """Defence in depth: the page's own data made hostile after loading (every number a payload)."""
+    text = build_report(run_folder)
+    data = json.loads(re.search(r'<script type="application/json" id="report-data">(.*?)</script>', text).group(1))
+    data["runs"][0]["label"] = PAYLOAD
+    task, attempt, budget = OPENED
+    for e in data["runs"][0]["episodes"]:
+        e.update(task=PAYLOAD, attempt=PAYLOAD, budget=PAYLOAD, won=PAYLOAD, off=PAYLOAD,
+                 actions=[PAYLOAD] * e["turns"], tags=[[PAYLOAD]] * e["turns"])
+        if e["id"] == f"0-{task}-{attempt}-{budget}":
+            e["errors"] = PAYLOAD  # (the list's error filter would hide it: a non-number is no count)
+    text = re.sub(r'<script type="application/json" id="report-data">.*?</script>',
+                  lambda _: json_script("report-data", data), text)
+    opened = f"tr-0-{task}-{attempt}-{budget}"
+    transcript = json.loads(re.search(rf'id="{opened}">(.*?)</script>', text).group(1))
+    for turn in transcript["turns"]:
+        turn.update(prompt_tokens=PAYLOAD, completion_tokens=PAYLOAD)
+    text = re.sub(rf'<script type="application/json" id="{opened}">.*?</script>',
+                  lambda _: json_script(opened, transcript), text)
+    page = tmp_path / "hostile.html"
+    page.write_text(text, encoding="utf-8")
+    dom = assert_no_script_ran(chromium(page, tmp_path, f"episode=0-{task}-{attempt}-{budget}", "--dump-dom"))
+    assert len(dom.rows) == 5 * 2 - 1 and PAYLOAD in "".join(dom.episode_text)

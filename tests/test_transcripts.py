@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import json
 import warnings
+import zlib
 
 import gymnasium as gym
 import pytest
@@ -126,3 +127,43 @@ def test_an_overwriting_run_replaces_old_transcripts(tmp_path) -> None:
     evaluate(ENV_ID, "noisy-expert", out=tmp_path, transcripts=True, **ARGS)
     evaluate(ENV_ID, "noisy-expert", out=tmp_path, overwrite=True, **{**ARGS, "seed": 6})
     assert not (tmp_path / TRANSCRIPTS_FILE).exists()  # they belonged to the other run's episodes
+
+
+def member_starts(data: bytes) -> list[int]:
+    """Where each gzip member of ``data`` starts (a split of our own, to aim a flipped byte)."""
+    starts, position = [], 0
+    while position < len(data):
+        starts.append(position)
+        inflater = zlib.decompressobj(wbits=31)
+        inflater.decompress(data[position:])
+        position = len(data) - len(inflater.unused_data)
+    return starts
+
+
+def test_a_flipped_byte_costs_one_transcript_and_resume_runs_that_episode_again(tmp_path) -> None:
+    args = {**ARGS, "tasks": 40, "attempts": 2}
+    evaluate(ENV_ID, "noisy-expert", out=tmp_path, transcripts=True, **args)
+    whole, records = read_transcripts(tmp_path), read_episodes(tmp_path)
+    path = tmp_path / TRANSCRIPTS_FILE
+    data = path.read_bytes()
+    starts = member_starts(data)
+    assert len(whole) == len(starts) == 80
+    start, end = starts[9], starts[10]  # member 10 of 80
+    flip = (start + end) // 2
+    path.write_bytes(data[:flip] + bytes([data[flip] ^ 0x55]) + data[flip + 1:])
+
+    with pytest.warns(RuntimeWarning, match=rf"{TRANSCRIPTS_FILE}: gzip member 10 at byte {start} \({end - start} "
+                                            r"bytes\) is corrupt; the 79 intact members are kept"):
+        damaged = read_transcripts(tmp_path)
+    assert len(damaged) == 79 and all(whole[key] == line for key, line in damaged.items())
+
+    # --resume: the 70 members after it stay, the one episode whose transcript was lost runs again.
+    with pytest.warns(RuntimeWarning, match="lacks the transcripts of 1 of the 80 saved episodes"):
+        result = evaluate(ENV_ID, "noisy-expert", out=tmp_path, transcripts=True, resume=True, **args)
+    assert result.timing["resumed_episodes"] == 79 and result.timing["episodes"] == 80
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert read_transcripts(tmp_path) == whole
+        key = lambda r: (r.task, r.attempt, r.budget)  # noqa: E731
+        assert sorted(read_episodes(tmp_path), key=key) == sorted(records, key=key)
+    assert len(gzip.decompress(path.read_bytes()).splitlines()) == 80  # valid gzip again, each episode once

@@ -7,7 +7,8 @@ An evaluation with an output folder writes two files there:
 * ``episodes.jsonl`` — one :class:`~agentgym_budget.eval.rollout.EpisodeRecord` per line,
   appended and flushed as each (task, attempt, budget) finishes, in finishing order;
 * with transcripts on, ``transcripts.jsonl.gz`` — what the agent saw and said, per episode
-  (see :mod:`~agentgym_budget.eval.transcripts`), each written just before its record.
+  (see :mod:`~agentgym_budget.eval.transcripts`), each written just before its record; on
+  resume, a saved episode whose transcript is missing (a damaged gzip member) is run again.
 
 Resuming (``evaluate(..., resume=True)``, ``agentgym-budget eval ... --resume``) reads both,
 refuses a log written by a different run (a clear error naming each differing setting, down
@@ -59,7 +60,8 @@ except ImportError:  # Windows: no flock; the folder is then not locked
     fcntl = None  # type: ignore[assignment]
 
 from agentgym_budget.eval.rollout import EpisodeRecord
-from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, TranscriptWriter, transcript_line
+from agentgym_budget.eval.schema import parse_json
+from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, TranscriptWriter, read_transcripts, transcript_line
 
 __all__ = [
     "EPISODES_FILE",
@@ -213,6 +215,8 @@ class EpisodeLog:
         if resume and (path.exists() or run_path.exists()):
             _check_run(run_path, run)
             records = read_episodes(folder, repair=True)
+            if transcripts:  # first the records, then the transcripts: a stop in between loses nothing
+                records = _without_lost_transcripts(folder, records)
             writer = TranscriptWriter(folder, resume=True) if transcripts else None
             return cls(folder, path.open("a"), lock, writer), records
         if not resume and not overwrite and path.exists() and path.stat().st_size > 0:
@@ -233,7 +237,7 @@ class EpisodeLog:
             self._transcripts.write(transcript_line(record))
         # One write of a whole line, then flush: a stop between two episodes leaves complete lines.
         # SIGINT/SIGTERM are held back meanwhile, so that a line written is a line counted.
-        line = json.dumps(record.to_dict(), separators=(",", ":")) + "\n"
+        line = _line(record)
         with _signals_held():
             self._stream.write(line)
             self._stream.flush()
@@ -246,6 +250,35 @@ class EpisodeLog:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+def _line(record: EpisodeRecord) -> str:
+    return json.dumps(record.to_dict(), separators=(",", ":")) + "\n"
+
+
+def _without_lost_transcripts(folder: Path, records: list[EpisodeRecord]) -> list[EpisodeRecord]:
+    """``records`` less those whose transcript ``transcripts.jsonl.gz`` lacks, which also leave
+    ``episodes.jsonl``, so that the resumed run plays them again and stores their transcripts.
+
+    A transcript goes missing when its gzip member is damaged (``read_transcripts`` warns naming
+    it; the intact members after it stay) or when earlier episodes ran without transcripts.  An
+    episode is never kept without its transcript silently: it runs again (its seeds make it the
+    same episode), and a warning says how many and why.
+    """
+    stored = read_transcripts(folder)
+    kept = [r for r in records if (r.task, r.attempt, r.budget) in stored]
+    lost = [r for r in records if (r.task, r.attempt, r.budget) not in stored]
+    if not lost:
+        return records
+    names = ", ".join(f"({r.task}, {r.attempt}, {r.budget})" for r in lost[:5]) + (", ..." if len(lost) > 5 else "")
+    warnings.warn(f"{folder / TRANSCRIPTS_FILE} lacks the transcripts of {len(lost)} of the {len(records)} saved "
+                  f"episodes (task, attempt, budget: {names}); they are run again so that every episode has its "
+                  f"transcript", RuntimeWarning, stacklevel=2)
+    # Rewritten beside the log, then renamed over it: a stop meanwhile leaves the old log whole.
+    partial = folder / (EPISODES_FILE + ".rewrite")
+    partial.write_text("".join(_line(r) for r in kept))
+    os.replace(partial, folder / EPISODES_FILE)
+    return kept
 
 
 @contextlib.contextmanager
@@ -330,12 +363,10 @@ def read_episodes(folder: str | Path, repair: bool = False) -> list[EpisodeRecor
 
 
 def _parse(path: Path, number: int, line: str) -> EpisodeRecord:
+    # ValueError: JSON that does not parse, or a record its class refuses (schema.RecordError).
     try:
-        data = json.loads(line)
-        if not isinstance(data, dict):
-            raise TypeError(f"a JSON {type(data).__name__}, not an object")
-        return EpisodeRecord.from_dict(data)
-    except (json.JSONDecodeError, TypeError) as e:
+        return EpisodeRecord.from_dict(parse_json(line))
+    except ValueError as e:
         raise ResumeError(f"{path}, line {number} is not an episode record ({e}): {line[:80]!r}") from None
 
 

@@ -138,7 +138,7 @@ def _svg_heatmap(element_id: str, values: np.ndarray, ks: tuple[int, ...], ts: t
              f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="{html.escape(title)}">']
     for i, k in enumerate(ks):
         y = top + cell_h * (len(ks) - 1 - i)  # K grows upwards, as in the PNG
-        parts.append(f'<text x="{left - 8}" y="{y + cell_h / 2 + 4}" text-anchor="end">{k}</text>')
+        parts.append(f'<text x="{left - 8}" y="{y + cell_h / 2 + 4}" text-anchor="end">{_esc(k)}</text>')
         for j, t in enumerate(ts):
             v = float(values[i, j])
             x = left + cell_w * j
@@ -146,9 +146,9 @@ def _svg_heatmap(element_id: str, values: np.ndarray, ks: tuple[int, ...], ts: t
             fill = _mix(_DIVERGING if diverging else _VIRIDIS, position)
             dark_text = abs(v) < 0.6 * bound if diverging else v > 0.55
             ink = "#111" if dark_text else "#fff"
-            tip = f"K={k}, T={t}: {v:+.3f}" if diverging else f"Pass@({k},{t}) = {v:.3f}"
+            tip = _esc(f"K={k}, T={t}: {v:+.3f}" if diverging else f"Pass@({k},{t}) = {v:.3f}")
             label = f"{v:+.2f}" if diverging else f"{v:.2f}"
-            parts.append(f'<g class="cell" data-k="{k}" data-t="{t}"><title>{tip}'
+            parts.append(f'<g class="cell" data-k="{_esc(k)}" data-t="{_esc(t)}"><title>{tip}'
                          + (f", {low[i, j]:.3f} to {high[i, j]:.3f}" if low is not None and high is not None else "")
                          + f'</title><rect x="{x}" y="{y}" width="{cell_w - 2}" height="{cell_h - 2}" rx="3" '
                          f'fill="{fill}"/><text x="{x + cell_w / 2 - 1}" y="{y + (18 if low is not None else 25)}" '
@@ -159,7 +159,7 @@ def _svg_heatmap(element_id: str, values: np.ndarray, ks: tuple[int, ...], ts: t
             parts.append("</g>")
     for j, t in enumerate(ts):
         parts.append(f'<text x="{left + cell_w * j + cell_w / 2 - 1}" y="{top + cell_h * len(ks) + 14}" '
-                     f'text-anchor="middle">{t}</text>')
+                     f'text-anchor="middle">{_esc(t)}</text>')
     parts.append(f'<text x="{left + cell_w * len(ts) / 2}" y="{height - 6}" text-anchor="middle" class="axis">'
                  f'turn budget T</text><text x="12" y="{top + cell_h * len(ks) / 2}" text-anchor="middle" '
                  f'class="axis" transform="rotate(-90 12 {top + cell_h * len(ks) / 2})">attempts K</text>'
@@ -186,21 +186,21 @@ def _svg_curves(result: PassKTResult) -> str:
         parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v)}" y2="{y(v)}" class="grid"/>'
                      f'<text x="{left - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
     for t in result.ts:
-        parts.append(f'<text x="{x(t)}" y="{top + plot_h + 15}" text-anchor="middle">{t}</text>')
+        parts.append(f'<text x="{x(t)}" y="{top + plot_h + 15}" text-anchor="middle">{_esc(t)}</text>')
     for i, k in enumerate(result.ks):
         color = _LINES[i % len(_LINES)]
         band = [(x(t), y(hi)) for t, hi in zip(result.ts, result.grid.ci_high[i])]
         band += [(x(t), y(lo)) for t, lo in reversed(list(zip(result.ts, result.grid.ci_low[i])))]
         points = " ".join(f"{x(t):.1f},{y(v):.1f}" for t, v in zip(result.ts, result.mean[i]))
-        parts.append(f'<g class="curve" data-k="{k}"><polygon points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in band)}" '
+        parts.append(f'<g class="curve" data-k="{_esc(k)}"><polygon points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in band)}" '
                      f'fill="{color}" opacity="0.15"/><polyline points="{points}" fill="none" stroke="{color}" '
                      f'stroke-width="2"/>')
         for t, v, lo, hi in zip(result.ts, result.mean[i], result.grid.ci_low[i], result.grid.ci_high[i]):
-            parts.append(f'<circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="3.2" fill="{color}"><title>Pass@({k},{t}) = '
+            parts.append(f'<circle cx="{x(t):.1f}" cy="{y(v):.1f}" r="3.2" fill="{color}"><title>Pass@({_esc(k)},{_esc(t)}) = '
                          f'{v:.3f} ({level} CI {lo:.3f} to {hi:.3f})</title></circle>')
         legend_y = top + 8 + 18 * i
         parts.append(f'<line x1="{left + plot_w + 12}" x2="{left + plot_w + 30}" y1="{legend_y}" y2="{legend_y}" '
-                     f'stroke="{color}" stroke-width="2"/><text x="{left + plot_w + 34}" y="{legend_y + 4}">K={k}'
+                     f'stroke="{color}" stroke-width="2"/><text x="{left + plot_w + 34}" y="{legend_y + 4}">K={_esc(k)}'
                      f'</text></g>')
     parts.append(f'<text x="{left + plot_w / 2}" y="{height - 6}" text-anchor="middle" class="axis">turn budget T'
                  f'</text><text x="12" y="{top + plot_h / 2}" text-anchor="middle" class="axis" '
@@ -275,12 +275,12 @@ def _compare(a: RunData, b: RunData, labels: tuple[str, str]) -> str:
     for task in order:
         delta = rb[task] - ra[task]
         cls = "win" if delta > 0 else "loss" if delta < 0 else ""
-        rows.append(f'<tr class="{cls}" data-task="{task}" title="show its episodes"><td>{task}</td>'
-                    f'<td>{a.result.plan_lengths[task]}</td>'
-                    f'<td>{sa[task]}/{a.result.attempts}</td><td>{sb[task]}/{b.result.attempts}</td>'
-                    f'<td>{delta:+.2f}</td></tr>')
+        cells = (task, a.result.plan_lengths[task], f"{sa[task]}/{a.result.attempts}",
+                 f"{sb[task]}/{b.result.attempts}", f"{delta:+.2f}")
+        rows.append(f'<tr class="{cls}" data-task="{task}" title="show its episodes">'
+                    + "".join(f"<td>{_esc(cell)}</td>" for cell in cells) + "</tr>")
     return (f'<section id="compare"><h2>Comparison: {_esc(labels[1])} vs {_esc(labels[0])}</h2>'
-            f'<div class="row">{heatmap}<div><p class="summary">At T={t}, {_esc(labels[1])} wins more attempts '
+            f'<div class="row">{heatmap}<div><p class="summary">At T={_esc(t)}, {_esc(labels[1])} wins more attempts '
             f'than {_esc(labels[0])} on <b class="win-text">{wins}</b> tasks, fewer on <b class="loss-text">{losses}'
             f'</b>, as many on {n - wins - losses} (of {n}).</p><div class="scroll"><table id="per-task">'
             f'<thead><tr><th>task</th><th>plan</th><th>{_esc(labels[0])}</th><th>{_esc(labels[1])}</th>'
@@ -317,7 +317,7 @@ def _results(run: RunData, index: int, label: str | None) -> str:
 
 
 def _options(values: Any) -> str:
-    return '<option value="">any</option>' + "".join(f"<option>{v}</option>" for v in values)
+    return '<option value="">any</option>' + "".join(f"<option>{_esc(v)}</option>" for v in values)
 
 
 def _browse(episodes: list[dict[str, Any]], labels: tuple[str, ...], attempts: int) -> str:
@@ -465,8 +465,18 @@ _JS = r"""
   "use strict";
   const data = JSON.parse(document.getElementById("report-data").textContent);
   const $ = (s) => document.querySelector(s);
-  const ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;"};
-  const esc = (s) => String(s).replace(/[&<>"']/g, (c) => ENTITIES[c]);
+  // Every piece of HTML the script makes goes through the html`...` tag: it escapes each ${value}
+  // (text, numbers, anything from the data), except fragments the tag made itself.  setHtml, the
+  // one place that assigns innerHTML, takes nothing else, so data can never become markup.
+  const ENTITIES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;", "`": "&#96;"};
+  class Html { constructor(text) { this.text = text; } }
+  const esc = (v) => v instanceof Html ? v.text : Array.isArray(v) ? v.map(esc).join("")
+    : String(v).replace(/[&<>"'`]/g, (c) => ENTITIES[c]);
+  const html = (strings, ...values) => new Html(strings.reduce((out, s, i) => out + esc(values[i - 1]) + s));
+  const setHtml = (el, fragment) => {
+    if (!(fragment instanceof Html)) throw new TypeError("setHtml takes html`...` fragments only");
+    el.innerHTML = fragment.text;
+  };
   const ERRORS = new Set(["invalid", "no-effect", "loss", "detour", "stall"]);
   const byId = new Map();
   let total = 0;
@@ -486,17 +496,18 @@ _JS = r"""
     return e.errors >= (parseInt(f.errors.value, 10) || 0);
   }
 
+  function rowHtml(e) {
+    return html`<tr data-id="${e.id}"${e.id === current ? html` class="sel"` : ""}>${data.compare
+      ? html`<td title="${data.runs[e.run].label}">${"AB"[e.run]}</td>` : ""}<td>${e.task}</td><td>${e.attempt
+      }</td><td>${e.budget}</td>${e.won === null ? html`<td class="lost">lost</td>` : html`<td class="won">won @${e.won
+      }</td>`}<td>${e.turns}</td><td${e.errors ? html` class="nerr"` : ""}>${e.errors}</td><td>${e.off}</td></tr>`;
+  }
+
   function renderList() {
     const shown = [];
     data.runs.forEach((run) => run.episodes.forEach((e) => { if (matches(e)) shown.push(e); }));
     $("#ep-count").textContent = shown.length + " of " + total + " episodes";
-    $("#episodes tbody").innerHTML = shown.slice(0, limit).map((e) =>
-      '<tr data-id="' + e.id + '"' + (e.id === current ? ' class="sel"' : "") + ">" +
-      (data.compare ? '<td title="' + esc(data.runs[e.run].label) + '">' + "AB"[e.run] + "</td>" : "") +
-      "<td>" + e.task + "</td><td>" + e.attempt + "</td><td>" + e.budget + "</td>" +
-      (e.won === null ? '<td class="lost">lost</td>' : '<td class="won">won @' + e.won + "</td>") +
-      "<td>" + e.turns + "</td><td" + (e.errors ? ' class="nerr"' : "") + ">" + e.errors + "</td><td>" + e.off +
-      "</td></tr>").join("");
+    setHtml($("#episodes tbody"), html`${shown.slice(0, limit).map(rowHtml)}`);
     const more = $("#more");
     more.hidden = shown.length <= limit;
     more.textContent = "show all " + shown.length;
@@ -504,50 +515,47 @@ _JS = r"""
 
   function badge(tag) {
     const kind = ERRORS.has(tag) ? "err" : tag === "recovery" ? "ok" : "warn";
-    return `<span class="tag ${kind}">${tag}</span>`;
+    return html`<span class="tag ${kind}">${tag}</span>`;
   }
 
   function turnHtml(e, i, t) {  // turn i + 1 of episode e; t: its transcript row (null: none stored)
-    const tags = e.tags[i];
+    const tags = e.tags[i] || [];
     const cls = tags.some((x) => ERRORS.has(x)) ? "err"
       : tags.includes("recovery") ? "rec" : tags.includes("off-expert") ? "warn" : "";
     const known = (n) => (n == null ? "?" : n);
     const tokens = t && (t.prompt_tokens != null || t.completion_tokens != null)
-      ? `<span class="tokens">${known(t.prompt_tokens)} + ${known(t.completion_tokens)} tokens</span>` : "";
-    const won = e.won === i + 1 ? '<span class="tag won">won</span>' : "";
-    return `<div class="turn ${cls}" id="turn-${i + 1}">` +
-      `<div class="turn-head"><span class="tno">turn ${i + 1}</span>${tags.map(badge).join("")}${won}${tokens}</div>` +
-      (t ? `<pre class="obs">${esc(t.observation)}</pre>` : "") +
-      (t && t.reply ? `<pre class="reply">${esc(t.reply)}</pre>` : "") +
-      `<div class="act">&gt; ${esc(e.actions[i])}</div>` +
-      (t && t.expert_action && tags.includes("off-expert") ? `<div class="expert">expert: ${esc(t.expert_action)}</div>` : "") +
-      (t && t.action_effect != null ? `<div class="muted">effect: ${esc(JSON.stringify(t.action_effect))}</div>` : "") +
-      "</div>";
+      ? html`<span class="tokens">${known(t.prompt_tokens)} + ${known(t.completion_tokens)} tokens</span>` : "";
+    const won = e.won === i + 1 ? html`<span class="tag won">won</span>` : "";
+    return html`<div class="turn ${cls}" id="turn-${i + 1}"><div class="turn-head"><span class="tno">turn ${i + 1
+      }</span>${tags.map(badge)}${won}${tokens}</div>${[
+      t ? html`<pre class="obs">${t.observation}</pre>` : "",
+      t && t.reply ? html`<pre class="reply">${t.reply}</pre>` : "",
+      html`<div class="act">&gt; ${e.actions[i]}</div>`,
+      t && t.expert_action && tags.includes("off-expert") ? html`<div class="expert">expert: ${t.expert_action}</div>` : "",
+      t && t.action_effect != null ? html`<div class="muted">effect: ${JSON.stringify(t.action_effect)}</div>` : "",
+    ]}</div>`;
   }
 
   function openEpisode(id) {
     const e = byId.get(id), box = $("#transcript");
-    if (!e) { box.innerHTML = `<p class="muted">No episode ${esc(id)} in this report.</p>`; return; }
+    if (!e) { setHtml(box, html`<p class="muted">No episode ${id} in this report.</p>`); return; }
     current = id;
     document.querySelectorAll("#episodes tr.sel").forEach((tr) => tr.classList.remove("sel"));
-    const row = document.querySelector(`#episodes tr[data-id="${id}"]`);
+    const row = [...document.querySelectorAll("#episodes tr[data-id]")].find((tr) => tr.dataset.id === id);
     if (row) row.classList.add("sel");
     const node = document.getElementById("tr-" + id);
     const tr = node ? JSON.parse(node.textContent) : null;  // parsed only now: lazily
-    const run = data.compare ? esc(data.runs[e.run].label) + " · " : "";
-    const outcome = e.won === null ? '<span class="lost">lost</span>' : `<span class="won">won at turn ${e.won}</span>`;
+    const run = data.compare ? html`${data.runs[e.run].label} · ` : "";
+    const outcome = e.won === null ? html`<span class="lost">lost</span>` : html`<span class="won">won at turn ${e.won}</span>`;
     const missing = tr ? "" : ". No transcript stored: actions and flags only " +
       "(agentgym-budget eval --transcripts keeps the observations and replies)";
-    const parts = [`<div id="episode" data-episode="${id}">`,
-      `<h3>${run}task ${e.task}, attempt ${e.attempt}, budget ${e.budget} — ${outcome}</h3>`,
-      `<p class="muted">${e.turns} turns, ${e.errors} errors, ${e.off} actions off the expert's${missing}</p>`];
-    for (let i = 0; i < e.turns; i++) parts.push(turnHtml(e, i, tr && tr.turns[i]));
-    if (tr && tr.final_observation != null) {
-      parts.push('<div class="turn final"><div class="turn-head"><span class="tno">end</span></div>' +
-        `<pre class="obs">${esc(tr.final_observation)}</pre></div>`);
-    }
-    parts.push("</div>");
-    box.innerHTML = parts.join("");
+    const turns = [];
+    for (let i = 0; i < e.turns; i++) turns.push(turnHtml(e, i, tr && tr.turns[i]));
+    const end = tr && tr.final_observation != null ? html`<div class="turn final"><div class="turn-head"><span
+      class="tno">end</span></div><pre class="obs">${tr.final_observation}</pre></div>` : "";
+    setHtml(box, html`<div id="episode" data-episode="${id}"><h3>${run}task ${e.task}, attempt ${e.attempt
+      }, budget ${e.budget} — ${outcome}</h3><p class="muted">${e.turns} turns, ${e.errors} errors, ${e.off
+      } actions off the expert's${missing}</p>${turns}${end}</div>`);
     box.scrollTop = 0;
   }
 

@@ -25,8 +25,10 @@ from typing import Any
 import numpy as np
 
 from agentgym_budget.eval.passkt import PassKTGrid, passkt_grid
+from agentgym_budget.eval.schema import (Index, Known, NonNegative, Positive, RecordError, Turn, UnitInterval, checked,
+                                         parse_json)
 
-__all__ = ["PassKTResult", "difference"]
+__all__ = ["PassKTFile", "PassKTResult", "RunConfig", "difference"]
 
 RESULT_FORMAT = "agentgym-budget/passkt/1"
 
@@ -104,23 +106,23 @@ class PassKTResult:
         }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PassKTResult:
-        if data.get("format") != RESULT_FORMAT:
-            raise ValueError(f"not a Pass@(K,T) result file (format {data.get('format')!r}, expected {RESULT_FORMAT!r})")
-        ks, ts = tuple(data["ks"]), tuple(data["ts"])
-        successes = np.asarray(data["successes"], dtype=np.int64).reshape(len(ts), -1)
-        per_task = passkt_grid(successes, data["attempts"], ks, ts, bootstrap=0).per_task
-        grid = PassKTGrid(
-            ks, ts, np.asarray(data["pass"]), np.asarray(data["stderr"]), np.asarray(data["ci_low"]),
-            np.asarray(data["ci_high"]), per_task, float(data["ci_level"]),
-        )
+    def from_dict(cls, data: Any) -> PassKTResult:
+        """The result of a parsed ``passkt.json``, checked (:class:`PassKTFile`): a wrong key, type,
+        range or shape is a :class:`~agentgym_budget.eval.schema.RecordError` naming the field."""
+        if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT:
+            found = data.get("format") if isinstance(data, dict) else type(data).__name__
+            raise RecordError(f"not a Pass@(K,T) result file (format {found!r}, expected {RESULT_FORMAT!r})")
+        file = PassKTFile.read(data)
+        ks, ts = tuple(file.ks), tuple(file.ts)
+        successes = np.asarray(file.successes, dtype=np.int64).reshape(len(ts), file.tasks)
+        per_task = passkt_grid(successes, file.attempts, ks, ts, bootstrap=0).per_task
+        grid = PassKTGrid(ks, ts, np.asarray(file.pass_), np.asarray(file.stderr), np.asarray(file.ci_low),
+                          np.asarray(file.ci_high), per_task, file.ci_level)
         return cls(
-            env_id=data["env_id"], policy=data["policy"], mode=data["mode"], show_budget=data["show_budget"],
-            ks=ks, ts=ts, attempts=data["attempts"], seed=data["seed"], successes=successes,
-            task_seeds=list(data["task_seeds"]), plan_lengths=list(data["plan_lengths"]), grid=grid,
-            metrics=data.get("metrics", {}), config=data.get("config", {}), timing=data.get("timing", {}),
-            usage=data.get("usage", {}),
-            task_games=list(data.get("task_games", [])),
+            env_id=file.env_id, policy=file.policy, mode=file.mode, show_budget=file.show_budget, ks=ks, ts=ts,
+            attempts=file.attempts, seed=file.seed, successes=successes, task_seeds=file.task_seeds,
+            plan_lengths=file.plan_lengths, grid=grid, metrics=file.metrics, config=file.config, timing=file.timing,
+            usage=file.usage, task_games=file.task_games,
         )
 
     def save_json(self, path: str | Path) -> Path:
@@ -134,7 +136,10 @@ class PassKTResult:
         path = Path(path)
         if path.is_dir():
             path = path / "passkt.json"
-        return cls.from_dict(json.loads(path.read_text()))
+        try:
+            return cls.from_dict(parse_json(path.read_bytes()))
+        except ValueError as e:  # not JSON, not UTF-8, or a RecordError: name the file
+            raise RecordError(f"{path}: {e}") from None
 
     def save_csv(self, folder: str | Path) -> tuple[Path, Path]:
         """Write ``passkt.csv`` (the grid) and ``task_counts.csv`` (per-task counts) into ``folder``."""
@@ -238,6 +243,70 @@ class PassKTResult:
         for label, value in self.metrics_rows():
             table.add_row(escape(label), escape(value))  # "[0.12, 0.34]" is text, not rich markup
         return table
+
+
+@dataclass
+class RunConfig:
+    """``passkt.json``'s ``config``: the settings of the run (every key optional: older files lack some)."""
+
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    policy_kwargs: dict[str, Any] = field(default_factory=dict)
+    workers: Positive | None = None
+    concurrency: Positive = 1
+    executor: str = ""
+    bootstrap: Index = 0
+    requested_mode: str = ""
+    transcripts: bool | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class PassKTFile:
+    """What ``passkt.json`` holds (:meth:`PassKTResult.to_dict`), for
+    :func:`~agentgym_budget.eval.schema.checked`: keys that later versions added have defaults."""
+
+    format: str
+    env_id: str
+    policy: str
+    mode: str
+    show_budget: bool
+    ks: list[Positive]
+    ts: list[Turn]
+    tasks: Index
+    attempts: Positive
+    seed: int
+    pass_: list[list[UnitInterval]]
+    stderr: list[list[NonNegative]]
+    ci_low: list[list[UnitInterval]]
+    ci_high: list[list[UnitInterval]]
+    ci_level: UnitInterval
+    successes: list[list[Index]]
+    task_seeds: list[int]
+    plan_lengths: list[Known]
+    task_games: list[str] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    config: RunConfig = field(default_factory=dict)  # type: ignore[assignment]  # kept as the file's dict
+    timing: dict[str, NonNegative] = field(default_factory=dict)
+    usage: dict[str, Index | None] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, data: Any) -> PassKTFile:
+        """``data`` (a parsed ``passkt.json``) if its fields and shapes agree, else a :class:`RecordError`."""
+        file = cls(**checked(cls, data))
+        k, t = len(file.ks), len(file.ts)
+        shapes = {"pass": (file.pass_, k, t), "stderr": (file.stderr, k, t), "ci_low": (file.ci_low, k, t),
+                  "ci_high": (file.ci_high, k, t), "successes": (file.successes, t, file.tasks)}
+        for key, (rows, n_rows, n_columns) in shapes.items():
+            if len(rows) != n_rows or any(len(row) != n_columns for row in rows):
+                raise RecordError(f"{key}: expected {n_rows} rows of {n_columns} values (K {k}, T {t}, "
+                                  f"tasks {file.tasks})")
+        for key, values in (("task_seeds", file.task_seeds), ("plan_lengths", file.plan_lengths),
+                            ("task_games", file.task_games or [""] * file.tasks)):  # task_games: [] in old files
+            if len(values) != file.tasks:
+                raise RecordError(f"{key}: {len(values)} entries for {file.tasks} tasks")
+        if any(n > file.attempts for row in file.successes for n in row):
+            raise RecordError(f"successes: more than the {file.attempts} attempts per task")
+        return file
 
 
 def _ci_text(row: dict[str, Any]) -> str:

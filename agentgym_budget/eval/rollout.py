@@ -45,6 +45,7 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.eval.schema import NOT_IN_FILE, Bit, Index, Known, NonNegative, RecordError, Ternary, Turn, checked
 from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 
 __all__ = [
@@ -124,25 +125,25 @@ class EpisodeRecord:
     for the learner (prompt and action tokens per turn, the return) rather than for the metrics.
     """
 
-    task: int
-    attempt: int
-    budget: int
-    won_turn: int | None
-    turns: int
-    plan_length: int
+    task: Index
+    attempt: Index
+    budget: Turn
+    won_turn: Turn | None
+    turns: Index
+    plan_length: Known
     actions: list[str]
-    expert_match: list[int]
-    admissible: list[int]
-    no_effect: list[int]
-    plan_left: list[int]
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
-    seconds: float = field(default=0.0, compare=False)
+    expert_match: list[Ternary]
+    admissible: list[Ternary]
+    no_effect: list[Bit]
+    plan_left: list[Known]
+    prompt_tokens: Index | None = None
+    completion_tokens: Index | None = None
+    seconds: NonNegative = field(default=0.0, compare=False)
     effect: list[str] = field(default_factory=list)
-    lost_turn: int | None = None
+    lost_turn: Turn | None = None
     game: str = ""
-    transcript: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False)
-    final_observation: str | None = field(default=None, compare=False, repr=False)
+    transcript: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False, metadata=NOT_IN_FILE)
+    final_observation: str | None = field(default=None, compare=False, repr=False, metadata=NOT_IN_FILE)
 
     @property
     def won(self) -> bool:
@@ -159,8 +160,37 @@ class EpisodeRecord:
         return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> EpisodeRecord:
-        return cls(**data)
+    def from_dict(cls, data: Any) -> EpisodeRecord:
+        """The record of a parsed ``episodes.jsonl`` line, checked: a key, type or range its type
+        hints do not allow (:func:`~agentgym_budget.eval.schema.checked`), or per-turn facts that
+        contradict ``turns``, is a :class:`~agentgym_budget.eval.schema.RecordError` naming the field.
+
+        Example:
+            >>> EpisodeRecord.from_dict({**EpisodeRecord(0, 0, 4, 2, 2, 2, ["a", "b"], [1, 1], [1, 1], [0, 0],
+            ...                          [1, 0]).to_dict(), "won_turn": 3})
+            Traceback (most recent call last):
+            ...
+            agentgym_budget.eval.schema.RecordError: won_turn: turn 3 of an episode of 2 turns
+        """
+        record = cls(**checked(cls, data))
+        problem = record._contradiction()
+        if problem:
+            raise RecordError(problem)
+        return record
+
+    def _contradiction(self) -> str | None:
+        """What in the record contradicts the rest (``None``: nothing) — the checks no single field's type can make."""
+        if self.turns > self.budget:
+            return f"turns: {self.turns} turns in a budget of {self.budget}"
+        for name in ("actions", *TURN_FACTS):
+            entries = len(getattr(self, name))
+            if entries != self.turns and not (name == "effect" and entries == 0):  # effect: [] in old records
+                return f"{name}: {entries} entries for {self.turns} turns"
+        for name in ("won_turn", "lost_turn"):
+            turn = getattr(self, name)
+            if turn is not None and turn > self.turns:
+                return f"{name}: turn {turn} of an episode of {self.turns} turns"
+        return None
 
 
 @dataclass(frozen=True)
