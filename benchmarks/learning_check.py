@@ -1,98 +1,165 @@
-"""Learning check: does the trainer make a tiny model better at a task it can learn?
+"""Multi-seed learning check: in how many seeds does the reference trainer learn KeyDoor?
 
-On ``KeyDoor`` (take the key, open the door of the task's colour; 3 commands, 2-turn expert):
+Each seed is one run of the documented smoke run (:func:`agentgym_budget.train.keydoor_smoke_config`:
+the tiny offline model, format warm-up, BudgetMix GRPO on KeyDoor's ``train`` set-ups), in its
+own process, then an evaluation on the 8 **held-out** ``test`` set-ups (goal/distractor pairs
+never seen in training).  A seed *learned* when both hold:
 
-1. build the offline tiny model (2-layer Qwen2, BPE tokenizer from the env's text);
-2. *format warm-up*: supervised steps that clone a **uniformly random** policy (replies
-   ``"Thought: I should <c>.\\nAction: <c>"`` with ``c`` random among the admissible commands) — the
-   model learns the reply format, nothing about which door is right;
-3. measure the success rate of that untrained policy with the evaluator (Pass@(1,T) on
-   evaluation task seeds — other seeds than training's, but KeyDoor's 24 set-ups all occur
-   in training, so this checks learning, not generalisation);
-4. train ``--updates`` updates of BudgetMix GRPO;
-5. measure again, same evaluator, same seeds.  Prints before / after.
+* its mean training success over the last 20 updates is >= 0.8 (random play: ~0.3), and
+* its evaluation Pass@(1,T=2) on the held-out set-ups is >= 0.8 (random play: 0.11).
 
-Run (about 20-30 minutes on 2 busy CPU cores):
-    python benchmarks/learning_check.py --out runs/learning_check
+Prints every seed's numbers, ``learned k / n``, the CPU time per seed, and writes
+``learning_check.json`` and ``learning_curve.png`` (mean training success per update over the
+seeds, with a 95 % t-interval band) to ``--out``.
+
+Run (10 seeds on 2 cores: about 15 minutes)::
+
+    python benchmarks/learning_check.py --seeds 10 --out runs/learning_check
+    python benchmarks/learning_check.py --seeds 4 --set kl_coef=0 --set total_updates=100   # a variant
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import json
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+EVAL_TS = (2, 3, 4, 6)
+TRAIN_SUCCESS_TO_LEARN = 0.8
+EVAL_PASS_TO_LEARN = 0.8
+LAST_UPDATES = 20
 
-def success_rates(model, tokenizer, config, tasks: int, attempts: int, ts: tuple[int, ...]) -> dict[int, float]:
+
+def run_seed(seed: int, overrides: dict[str, Any], out: str, eval_tasks: int, eval_attempts: int) -> dict[str, Any]:
+    """Train one seed, evaluate it on the held-out set-ups; the CPU seconds include model building."""
+    import torch
+
     from agentgym_budget.eval import evaluate
+    from agentgym_budget.train import Trainer, keydoor_smoke_config
     from agentgym_budget.train.rollout import training_policy
 
-    policy = training_policy(model, tokenizer, config)
-    result = evaluate("KeyDoor-Budget-v0", policy, ks=(1,), ts=ts, tasks=tasks, attempts=attempts,
-                      seed=config.eval_seed, env_kwargs={"show_budget": config.show_budget}, bootstrap=0)
-    return {t: result.value(1, t) for t in ts}
+    torch.set_num_threads(1)
+    start_cpu, start_wall = time.process_time(), time.perf_counter()
+    config = keydoor_smoke_config(seed=seed, output_dir=f"{out}/seed_{seed}", **overrides)
+    trainer = Trainer(config)
+    history = trainer.train()
+    train_cpu = time.process_time() - start_cpu
+    policy = training_policy(trainer.model, trainer.tokenizer, config, temperature=config.eval_temperature)
+    result = evaluate("KeyDoor-Budget-v0", policy, ks=(1,), ts=EVAL_TS, tasks=eval_tasks, attempts=eval_attempts,
+                      seed=config.eval_seed, env_kwargs={"split": "test", "show_budget": config.show_budget},
+                      bootstrap=0)
+    success = [h["success_rate"] for h in history]
+    last = sum(success[-LAST_UPDATES:]) / len(success[-LAST_UPDATES:])
+    held_out = {t: result.value(1, t) for t in EVAL_TS}
+    return {
+        "seed": seed, "success": success, "last_success": last, "held_out_pass1": held_out,
+        "learned": last >= TRAIN_SUCCESS_TO_LEARN and held_out[2] >= EVAL_PASS_TO_LEARN,
+        "train_cpu_seconds": train_cpu, "cpu_seconds": time.process_time() - start_cpu,
+        "wall_seconds": time.perf_counter() - start_wall,
+        "kl_last": history[-1].get("kl"), "invalid_last": history[-1].get("invalid_action_rate"),
+    }
+
+
+def parse_overrides(pairs: list[str]) -> dict[str, Any]:
+    """``["kl_coef=0", "budget=fixed:2"]`` → ``{"kl_coef": 0, "budget": "fixed:2"}`` (Python literals, else strings)."""
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set takes KEY=VALUE, got {pair!r}")
+        try:
+            overrides[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[key] = value
+    return overrides
+
+
+def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float], list[float], list[float]]:
+    """Per update: the mean over seeds of each seed's ``smooth``-update moving average, and its 95 % t-interval."""
+    import numpy as np
+    from scipy import stats
+
+    kernel = np.ones(smooth) / smooth
+    smoothed = np.array([np.convolve(c, kernel, mode="valid") for c in curves])  # [seeds, updates - smooth + 1]
+    mean = smoothed.mean(axis=0)
+    if len(curves) < 2:
+        return mean.tolist(), mean.tolist(), mean.tolist()
+    half = stats.t.ppf(0.975, len(curves) - 1) * smoothed.std(axis=0, ddof=1) / np.sqrt(len(curves))
+    return mean.tolist(), (mean - half).tolist(), (mean + half).tolist()
+
+
+def plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    smooth = 10
+    mean, low, high = mean_band([r["success"] for r in runs], smooth)
+    updates = range(smooth, smooth + len(mean))
+    figure, axes = plt.subplots(figsize=(7, 4))
+    for run in runs:
+        axes.plot(range(1, len(run["success"]) + 1), run["success"], color="grey", alpha=0.15, linewidth=0.8)
+    axes.plot(updates, mean, color="C0", label=f"mean of {len(runs)} seeds ({smooth}-update moving average)")
+    axes.fill_between(updates, low, high, color="C0", alpha=0.25, label="95 % CI over seeds")
+    axes.axhline(TRAIN_SUCCESS_TO_LEARN, color="C2", linestyle="--", linewidth=1, label="'learned' threshold")
+    axes.axhline(0.309, color="C3", linestyle=":", linewidth=1, label="random play, T=4")
+    axes.set(xlabel="update", ylabel="training success rate", ylim=(0, 1), title=title)
+    axes.legend(loc="lower right", fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="runs/learning_check")
-    parser.add_argument("--updates", type=int, default=200)
-    parser.add_argument("--warmup-steps", type=int, default=150)
-    parser.add_argument("--budget", default="mix:2,3,4,6")
-    parser.add_argument("--lr", type=float, default=5e-4)
-    parser.add_argument("--kl", type=float, default=0.1, help="k3 KL to the warmed-up model (keeps the format)")
-    parser.add_argument("--tasks", type=int, default=4, help="tasks per update")
-    parser.add_argument("--group-size", type=int, default=8)
-    parser.add_argument("--eval-tasks", type=int, default=100)
+    parser.add_argument("--seeds", type=int, default=10, help="how many seeds (first-seed, first-seed + 1, ...)")
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="seeds run in parallel processes")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a TrainConfig field of the smoke run (repeatable)")
+    parser.add_argument("--eval-tasks", type=int, default=40, help="held-out evaluation tasks per seed")
     parser.add_argument("--eval-attempts", type=int, default=2)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="runs/learning_check")
     args = parser.parse_args()
 
-    import torch
-
-    from agentgym_budget.train import TrainConfig, Trainer
-    from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
-    from agentgym_budget.train.warmup import format_warmup
-
-    torch.set_num_threads(1)
+    overrides = parse_overrides(args.set)
     out = Path(args.out)
-    warm_path = out / "warm_model"
+    out.mkdir(parents=True, exist_ok=True)
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
     start = time.perf_counter()
-    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=args.seed)
-    losses = format_warmup(model, tokenizer, "KeyDoor-v0", steps=args.warmup_steps, seed=args.seed)
-    model.save_pretrained(warm_path)
-    tokenizer.save_pretrained(warm_path)
-    print(f"format warm-up: {args.warmup_steps} steps, loss {losses[0]:.3f} -> {losses[-1]:.3f} "
-          f"({time.perf_counter() - start:.0f} s)", flush=True)
-
-    config = TrainConfig(
-        env_id="KeyDoor-v0", budget=args.budget, model=str(warm_path), output_dir=str(out / "run"), seed=args.seed,
-        total_updates=args.updates, tasks_per_update=args.tasks, group_size=args.group_size, max_new_tokens=12,
-        learning_rate=args.lr, kl_coef=args.kl,
-        eval_every=50, eval_tasks=20, eval_attempts=2, eval_ks=(1, 2), eval_ts=(2, 4), save_every=50,
-        torch_threads=1, progress_bar=False, tensorboard=False,
-    )
-    ts = (2, 3, 4, 6)
-    before = success_rates(model, tokenizer, config, args.eval_tasks, args.eval_attempts, ts)
-    print(f"untrained (format warm-up only) success rate by budget T: {before}", flush=True)
-
-    trainer = Trainer(config)
-    start = time.perf_counter()
-    history = trainer.train()
-    train_seconds = time.perf_counter() - start
-    after = success_rates(trainer.model, trainer.tokenizer, config, args.eval_tasks, args.eval_attempts, ts)
-    print(f"after {args.updates} updates ({train_seconds:.0f} s) success rate by budget T: {after}")
-    report = {"before": before, "after": after, "train_seconds": train_seconds, "args": vars(args),
-              "eval_episodes_per_T": args.eval_tasks * args.eval_attempts,
-              "train_success_first10": [h["success_rate"] for h in history[:10]],
-              "train_success_last10": [h["success_rate"] for h in history[-10:]]}
+    runs = []
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = [pool.submit(run_seed, s, overrides, str(out), args.eval_tasks, args.eval_attempts) for s in seeds]
+        for future in futures:
+            run = future.result()
+            runs.append(run)
+            held = " ".join(f"T={t}:{v:.2f}" for t, v in run["held_out_pass1"].items())
+            print(f"seed {run['seed']:>3}: {'learned' if run['learned'] else 'NOT learned'}  "
+                  f"train success last {LAST_UPDATES} {run['last_success']:.2f}  held-out Pass@1 {held}  "
+                  f"CPU {run['cpu_seconds'] / 60:.1f} min", flush=True)
+    learned = sum(r["learned"] for r in runs)
+    cpu = sorted(r["cpu_seconds"] for r in runs)
+    print(f"learned {learned} / {len(runs)} seeds  (last-{LAST_UPDATES}-update training success >= "
+          f"{TRAIN_SUCCESS_TO_LEARN} and held-out Pass@(1,T=2) >= {EVAL_PASS_TO_LEARN})")
+    print(f"CPU per seed: median {cpu[len(cpu) // 2] / 60:.1f} min, max {cpu[-1] / 60:.1f} min; "
+          f"wall {time.perf_counter() - start:.0f} s with {args.workers} workers")
+    mean, low, high = mean_band([r["success"] for r in runs])
+    print(f"mean training success (10-update average): first {mean[0]:.2f} [{low[0]:.2f}, {high[0]:.2f}], "
+          f"last {mean[-1]:.2f} [{low[-1]:.2f}, {high[-1]:.2f}] (95 % CI over seeds)")
+    report = {"overrides": overrides, "seeds": list(seeds), "learned": learned, "runs": runs,
+              "mean_curve": {"mean": mean, "low": low, "high": high}}
     (out / "learning_check.json").write_text(json.dumps(report, indent=1))
-    for t in ts:
-        print(f"T={t}: {100 * before[t]:.1f}% -> {100 * after[t]:.1f}%  ({100 * (after[t] - before[t]):+.1f} points)")
+    plot(runs, out / "learning_curve.png", f"KeyDoor smoke run: learned {learned}/{len(runs)} seeds")
+    print(f"wrote {out / 'learning_check.json'} and {out / 'learning_curve.png'}")
 
 
 if __name__ == "__main__":
