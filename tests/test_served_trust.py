@@ -351,3 +351,75 @@ def test_sigterm_stops_a_served_run_at_once_keeping_finished_episodes(hostile: H
     assert process.returncode == 130 and elapsed < 2.0, err
     lines = (out / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 2 and "2 of 3 episodes are saved" in err
+
+
+# -- D. redirects, credentials, terminal output -------------------------------------------------------
+def test_a_redirect_to_another_origin_is_refused(hostile: Hostile, other: Hostile) -> None:
+    hostile.mode, hostile.redirect_to = "redirect", other.url + "/chat/completions"
+    with pytest.raises(ServedModelError, match=r"redirected \(307\) from http://127.0.0.1:\d+ to "
+                                               r"http://127.0.0.1:\d+, another server: refused") as err:
+        bounded(10, lambda: ask(backend(hostile.url, max_retries=3)))
+    assert "\n" not in str(err.value) and other.chats == 0 and hostile.chats == 1
+
+
+def test_credentials_in_base_url_are_never_shown(hostile: Hostile) -> None:
+    hostile.mode = "401"
+    keyed = hostile.url.replace("http://", "http://user:sk-secret@")
+    b = backend(keyed)
+    with pytest.raises(ServedModelError) as err:
+        bounded(10, lambda: ask(b))
+    assert "sk-secret" not in str(err.value) and "sk-secret" not in repr(b) and "***@127.0.0.1" in str(err.value)
+    # terminal escapes from the server are gone
+    assert "\x1b" not in str(err.value) and "\x07" not in str(err.value)
+
+
+def _main(args: list[str]) -> int:
+    from agentgym_budget.cli import main
+
+    return main(args)
+
+
+@pytest.mark.parametrize("mode", sorted(REPLIES) + ["trickle", "redirect"])
+def test_cli_eval_against_each_hostile_mode_ends_in_time(
+        hostile: Hostile, other: Hostile, tmp_path: Path, capsys: pytest.CaptureFixture[str], mode: str) -> None:
+    hostile.mode, hostile.redirect_to = mode, other.url + "/chat/completions"
+    out = tmp_path / "o[/]ut"
+    keyed = hostile.url.replace("http://", "http://user:sk-secret@")
+    args = _cli(keyed, out, "--policy-arg", "timeout=2", "--policy-arg", "max_retries=1")
+    start = time.monotonic()
+    status = bounded(15, lambda: _main(args))
+    elapsed = time.monotonic() - start
+    captured = capsys.readouterr()
+    assert "sk-secret" not in captured.out + captured.err and "\x1b" not in captured.out + captured.err
+    if status == 0:  # a valid record
+        assert mode in ("ok", "list_content", "tokens_str", "tokens_negative", "tokens_nan")
+        result = json.loads((out / "passkt.json").read_text(), parse_constant=lambda c: pytest.fail(c))
+        assert "sk-secret" not in (out / "passkt.json").read_text()
+        assert result["config"]["policy_kwargs"]["base_url"].startswith("http://***@127.0.0.1")
+        episodes = [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+        if mode != "ok" and mode != "list_content":
+            assert all(e["prompt_tokens"] is None for e in episodes)
+    else:
+        err = captured.err.strip()
+        assert status == 1 and err.startswith("agentgym-budget eval: error: ") and "\n" not in err, err
+        assert elapsed < 2 * 2 + 3  # two attempts of at most timeout=2 s, plus start-up
+        assert not (out / "episodes.jsonl").exists() or not (out / "episodes.jsonl").read_text()
+
+
+def test_a_server_error_in_a_worker_process_is_the_same_one_line(
+        hostile: Hostile, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hostile.mode = "401"
+    args = _cli(hostile.url, tmp_path / "w", "--workers", "2", tasks=2)
+    assert bounded(60, lambda: _main(args)) == 1
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("agentgym-budget eval: error: the OpenAI-compatible server at") and "\n" not in err, err
+    assert "rejected the API key (401)" in err
+
+
+def test_a_model_name_with_markup_is_printed_as_is(hostile: Hostile, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    hostile.models = ["[bold]m[/]"]
+    args = _cli(hostile.url, tmp_path / "m")
+    args[args.index("model=m")] = "model=[bold]m[/]"
+    assert bounded(30, lambda: _main(args)) == 0
+    assert "openai:[bold]m[/]" in capsys.readouterr().out
