@@ -91,6 +91,7 @@ class Hostile:
         self.mode, self.models_mode, self.numbered = "ok", "ok", False
         self.models = ["m"]
         self.trickle_after: int | None = None  # requests after this many trickle
+        self.delay = 0.0  # seconds before each chat reply
         self.redirect_to = ""
         self.chats = 0
         self.lock = threading.Lock()
@@ -129,6 +130,7 @@ def _handler(state: Hostile) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             self.rfile.read(int(self.headers["Content-Length"]))
             number = state.next_number()
+            time.sleep(state.delay)
             mode = state.mode
             if mode == "trickle" or (state.trickle_after is not None and number > state.trickle_after):
                 return self.trickle(chat_reply())
@@ -242,7 +244,7 @@ def test_the_first_stored_reply_wins_for_every_run(hostile: Hostile, tmp_path: P
 
 
 def test_two_runs_racing_on_one_cache_and_a_replay_show_the_same_replies(hostile: Hostile, tmp_path: Path) -> None:
-    hostile.numbered = True
+    hostile.numbered, hostile.delay = True, 0.2  # slow replies: both runs miss the cache, and race
     path = tmp_path / "c.sqlite"
     convs = [[*CONVERSATION, {"role": "user", "content": f"turn {i}"}] for i in range(8)]
     runs: list[list[str]] = [[], []]
