@@ -185,11 +185,13 @@ def _parser() -> argparse.ArgumentParser:
 
 def _eval(args: argparse.Namespace) -> int:
     from rich.console import Console
+    from rich.markup import escape
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import agentgym_budget  # noqa: F401  (registers the envs)
     from agentgym_budget.eval.episode_log import lock_output
     from agentgym_budget.eval.evaluate import RepeatedGamesWarning, check_scoring, plan_evaluation, run_evaluation
+    from agentgym_budget.text import printable_line
 
     console = Console()
     _check_env_id(args.env)
@@ -207,7 +209,7 @@ def _eval(args: argparse.Namespace) -> int:
     with _removed_if_failed(out), lock_output(out), _executor(args) as executor, Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
             console=Console(stderr=True), transient=True, disable=args.no_progress) as progress:
-        bar = progress.add_task(f"{args.env} x {plan.policy_name} ({plan.mode})", total=len(plan.jobs))
+        bar = progress.add_task(escape(f"{args.env} x {plan.policy_name} ({plan.mode})"), total=len(plan.jobs))
         with warnings.catch_warnings():  # printed below, with the tables
             warnings.simplefilter("ignore", RepeatedGamesWarning)
             result = run_evaluation(plan, executor=executor, workers=args.workers, concurrency=args.concurrency,
@@ -230,12 +232,15 @@ def _eval(args: argparse.Namespace) -> int:
     console.print(f"{timing['episodes']} episodes, {timing['steps']} turns in {timing['rollout_seconds']:.1f} s "
                   f"({timing['episodes_per_second']:.0f} episodes/s, workers={args.workers}, "
                   f"concurrency={args.concurrency}); metrics {timing['metrics_seconds'] * 1000:.0f} ms")
-    if result.usage.get("completion_tokens") is not None:
-        console.print(f"tokens: {result.usage['prompt_tokens']:,} prompt, {result.usage['completion_tokens']:,} "
-                      f"completion")
-    console.print("wrote " + ", ".join(str(p) for p in written))
-    console.print(f"see every episode: agentgym-budget report {out}  (writes {out / 'report.html'})",
-                  highlight=False)
+    usage = result.usage
+    if usage.get("completion_tokens") is not None or usage.get("prompt_tokens") is not None:
+        counts = {k: "unknown" if usage.get(k) is None else f"{usage[k]:,}" for k in ("prompt_tokens",
+                                                                                      "completion_tokens")}
+        console.print(f"tokens: {counts['prompt_tokens']} prompt, {counts['completion_tokens']} completion")
+    # paths are the user's text: printed as they are ("[/]" is no markup), control characters dropped
+    console.print(printable_line("wrote " + ", ".join(str(p) for p in written)), markup=False)
+    console.print(printable_line(f"see every episode: agentgym-budget report {out}  (writes {out / 'report.html'})"),
+                  highlight=False, markup=False)
     return 0
 
 
@@ -323,7 +328,10 @@ def _removed_if_failed(out: Path) -> Iterator[None]:
 
 
 def _one_line(error: BaseException) -> str:
-    return " ".join(str(error).split()) or type(error).__name__
+    """The error as one printable line (a server's or a file's text may carry terminal escapes)."""
+    from agentgym_budget.text import printable_line
+
+    return printable_line(error) or type(error).__name__
 
 
 @contextlib.contextmanager
@@ -609,7 +617,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"agentgym-budget {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except ServedModelError as e:  # server down, unknown model, timeouts: one line, no traceback
-        print(f"agentgym-budget {args.command}: error: {e}", file=sys.stderr)
+        print(f"agentgym-budget {args.command}: error: {_one_line(e)}", file=sys.stderr)
         return 1
     except EvaluationInterrupted as e:
         print(f"agentgym-budget {args.command}: {e}", file=sys.stderr)

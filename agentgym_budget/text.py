@@ -4,7 +4,10 @@
 * :data:`ACTION_EFFECTS` — the values of ``info["action_effect"]``, the per-step fact every
   text env reports about the action it just applied (see :mod:`agentgym_budget.envs.base`);
 * :func:`family_name` — which env family an env id belongs to (``"ALFWorld-Budget-v0"`` →
-  ``"ALFWorld"``), for ids of ours and of anyone else.
+  ``"ALFWorld"``), for ids of ours and of anyone else;
+* :func:`printable_line` — outside text (a server's error, a path) made safe for a terminal:
+  escape sequences and control characters removed, one line;
+* :func:`redact_url` — a URL with the credentials in it replaced by ``***``.
 
 Example:
     >>> from agentgym_budget.text import INVALID_ACTION_FEEDBACK, family_name
@@ -12,13 +15,21 @@ Example:
     'Nothing happens.'
     >>> family_name("TextWorld-Cooking-Budget-v0"), family_name("my_pkg/Maze-v3")
     ('TextWorld-Cooking', 'Maze')
+    >>> printable_line("bad\\x1b[2J\\x1b]0;pwned\\x07 gateway\\n\\tretry")
+    'bad gateway retry'
+    >>> redact_url("http://user:sk-123@127.0.0.1:8000/v1")
+    'http://***@127.0.0.1:8000/v1'
 """
 
 from __future__ import annotations
 
+import re
+from urllib.parse import urlsplit, urlunsplit
+
 from gymnasium.envs.registration import parse_env_id
 
-__all__ = ["ACTION_EFFECTS", "BUDGET_ID_SUFFIX", "INVALID_ACTION_FEEDBACK", "NO_STATE_CHANGE", "family_name"]
+__all__ = ["ACTION_EFFECTS", "BUDGET_ID_SUFFIX", "INVALID_ACTION_FEEDBACK", "NO_STATE_CHANGE", "family_name",
+           "printable_line", "redact_url"]
 
 #: What the environments answer to an action they do not understand or cannot apply.
 INVALID_ACTION_FEEDBACK: str = "Nothing happens."
@@ -38,3 +49,28 @@ def family_name(env_id: str) -> str:
     """The family an env id names: its name without namespace, version and ``-Budget``."""
     _, name, _ = parse_env_id(env_id)
     return name.removesuffix(BUDGET_ID_SUFFIX)
+
+
+# ANSI escape sequences (CSI ``ESC [ ... final``, OSC ``ESC ] ... BEL|ST``, two-byte ``ESC x``),
+# then every other C0/C1 control character but the whitespace that ``split`` collapses.
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?|\x9b[0-?]*[ -/]*[@-~]")
+_CONTROLS = re.compile(r"[\x00-\x08\x0b\x0e-\x1f\x7f-\x9f]")
+
+
+def printable_line(text: object, limit: int | None = None) -> str:
+    """``str(text)`` safe to print to a terminal: escape sequences and control characters
+    removed (a server or a file name could otherwise move the cursor, retitle or clear the
+    terminal), whitespace runs collapsed into one line, cut to ``limit`` characters."""
+    line = " ".join(_CONTROLS.sub("", _ESCAPES.sub("", str(text))).split())
+    return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
+
+
+def redact_url(url: str) -> str:
+    """``url`` with its user info (``user:password@``, where an API key may hide) replaced by ``***``.
+
+    Any other string comes back unchanged, so that it can be applied to every recorded setting.
+    """
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]))

@@ -160,7 +160,8 @@ def test_the_cache_key_changes_with_every_part_of_the_request() -> None:
         cache_key("m2", USER, Sampling(), 0), cache_key("m", USER[:1], Sampling(), 0),
         cache_key("m", USER, Sampling(temperature=0.7), 0), cache_key("m", USER, Sampling(top_p=0.9), 0),
         cache_key("m", USER, Sampling(max_new_tokens=8), 0), cache_key("m", USER, Sampling(stop=("\n",)), 0),
-        cache_key("m", USER, Sampling(), 1),
+        cache_key("m", USER, Sampling(), 1), cache_key("m", USER, Sampling(), 0, server="http://h:80"),
+        cache_key("m", USER, Sampling(), 0, server="http://h:81"),
     ]
     assert len({base, *variants}) == len(variants) + 1
 
@@ -341,12 +342,12 @@ def test_the_real_server_is_reproducible_by_seed(llama: LlamaServer) -> None:
 def test_the_cache_answers_a_repeat_without_the_server(llama: LlamaServer, tmp_path: Path) -> None:
     convs, seeds, sampling = [conversation(i) for i in range(3)], [5, 6, 7], Sampling(temperature=1.0, max_new_tokens=8)
     with OpenAIChatBackend(llama.model, base_url=llama.base_url, cache=tmp_path / "replies.sqlite",
-                           timeout=30) as backend:
+                           timeout=30, cache_scope="model") as backend:
         first = backend.complete(convs, seeds, sampling)
         assert backend.stats.requests == 3
-    # the same requests to a port nobody listens on: every reply comes from the cache
+    # the same requests to a port nobody listens on: every reply comes from the (model-scoped) cache
     down = OpenAIChatBackend(llama.model, base_url=f"http://127.0.0.1:{free_port()}/v1",
-                             cache=tmp_path / "replies.sqlite", max_retries=0)
+                             cache=tmp_path / "replies.sqlite", max_retries=0, cache_scope="model")
     assert down.complete(convs, seeds, sampling) == first
     assert down.stats.requests == 0 and down.stats.cache_hits == 3
     with pytest.raises(ServedModelError, match="cannot reach"):  # one new request does need the server
@@ -404,7 +405,8 @@ def test_cli_eval_through_the_real_server_with_token_counts_and_resume(llama: Ll
 
     before = _posts(llama)
     cache = f"cache={tmp_path / 'replies.sqlite'}"
-    assert main(_eval_args(llama.base_url, llama.model, tmp_path / "full", "--policy-arg", cache)) == 0
+    shared = ("--policy-arg", cache, "--policy-arg", "cache_scope=model")  # replayable without this server
+    assert main(_eval_args(llama.base_url, llama.model, tmp_path / "full", *shared)) == 0
     result = json.loads((tmp_path / "full" / "passkt.json").read_text())
     episodes = [json.loads(line) for line in (tmp_path / "full" / "episodes.jsonl").read_text().splitlines()]
     turns = sum(e["turns"] for e in episodes)
@@ -434,7 +436,7 @@ def test_cli_eval_through_the_real_server_with_token_counts_and_resume(llama: Ll
 
     # re-running with the response cache needs no server at all
     down = f"http://127.0.0.1:{free_port()}/v1"
-    assert main(_eval_args(down, llama.model, tmp_path / "cached", "--policy-arg", cache)) == 0
+    assert main(_eval_args(down, llama.model, tmp_path / "cached", *shared)) == 0
     assert actions(tmp_path / "cached") == actions(tmp_path / "full")
     assert json.loads((tmp_path / "cached" / "passkt.json").read_text())["usage"] == usage
 

@@ -42,6 +42,7 @@ from typing import Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.eval.rollout import EpisodeJob, EpisodeRecord, EpisodeRunner, RecordCallback, RolloutSpec
+from agentgym_budget.policies.served import ServedModelError
 
 __all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray", "init_ray", "keep_sigterm_handler"]
 
@@ -227,6 +228,12 @@ class RayExecutor:
                 actor, chunk = in_flight.pop(ref)
                 try:
                     records = ray.get(ref)
+                except ray.exceptions.RayTaskError as error:
+                    # A served model's failure is the one line it is in-process, not Ray's wrapper
+                    # (a subclass of both, whose text is the remote traceback).
+                    if isinstance(error.cause, ServedModelError):
+                        raise error.cause from None
+                    raise
                 except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
                         ray.exceptions.ObjectLostError) as error:
                     if self._retire(actor):

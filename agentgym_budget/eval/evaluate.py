@@ -54,6 +54,7 @@ from agentgym_budget.eval.rollout import (
 )
 from agentgym_budget.eval.transcripts import wants_transcripts
 from agentgym_budget.policies.base import POLICIES, Policy, make_policy
+from agentgym_budget.text import redact_url
 from agentgym_budget.wrappers.budget_spec import MAX_BUDGET
 
 __all__ = ["MAX_BOOTSTRAP_VALUES", "MAX_EPISODES", "EvaluationPlan", "Mode", "RepeatedGamesWarning", "build_jobs",
@@ -180,9 +181,11 @@ class EvaluationPlan:
     def policy_settings(self) -> dict[str, Any]:
         """All the policy's settings: the given kwargs over the factory's defaults (a policy
         object: its public plain-valued attributes), recorded in the result — less those the
-        policy names ``secret_settings`` (an API key is never written anywhere)."""
+        policy names ``secret_settings`` (an API key is never written anywhere), and with the
+        credentials of any URL among them (``http://user:KEY@host``) shown as ``***``."""
         secret = set(getattr(self.policy_obj, "secret_settings", ()))
-        return {k: v for k, v in policy_settings(self.policy, self.policy_kwargs, self.policy_obj).items()
+        return {k: redact_url(v) if isinstance(v, str) else v
+                for k, v in policy_settings(self.policy, self.policy_kwargs, self.policy_obj).items()
                 if k not in secret}
 
     @property

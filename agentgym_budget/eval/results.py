@@ -172,9 +172,11 @@ class PassKTResult:
     def table(self) -> Any:
         """A ``rich.table.Table``: Pass@(K,T) ± standard error, K down, T across."""
         from rich.table import Table
+        from rich.text import Text
 
-        title = (f"Pass@(K,T) — {self.env_id}, {self.policy}\n{self.n_tasks} tasks x {self.attempts} attempts, "
-                 f"mode={self.mode}")
+        # Text, not markup: an env id or a served model's name may hold "[/]"
+        title = Text(f"Pass@(K,T) — {self.env_id}, {self.policy}\n{self.n_tasks} tasks x {self.attempts} attempts, "
+                 f"mode={self.mode}", style="table.title")
         table = Table(title=title, caption=f"mean±standard error over tasks; {self.grid.ci_level:.0%} bootstrap CIs in passkt.csv")
         table.add_column("K \\ T", justify="right", style="bold")
         for t in self.ts:

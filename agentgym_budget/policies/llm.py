@@ -69,7 +69,8 @@ class LLMPolicy:
     #: never recorded (results, run identity)
     secret_settings = ("api_key",)
     #: how replies are fetched, not what they are: a resume may change them
-    settings_without_effect = ("max_concurrency", "timeout", "max_retries", "cache", "base_url", "device")
+    settings_without_effect = ("max_concurrency", "timeout", "max_retries", "cache", "cache_scope", "base_url",
+                               "device")
 
     def __init__(self, backend: ChatBackend, sampling: Sampling = Sampling(), *, show_budget: bool = False,
                  list_admissible: bool = True, max_turns_shown: int | None = 20,
@@ -165,16 +166,18 @@ def make_openai_policy(model: str, base_url: str | None = None, api_key: str | N
                        temperature: float = 0.0, top_p: float = 1.0, max_new_tokens: int = 48,
                        stop: Sequence[str] | str | None = None, max_concurrency: int | None = None,
                        timeout: float = 60.0, max_retries: int = 5, cache: str | None = None,
-                       **options: Any) -> LLMPolicy:
+                       cache_scope: str = "server", **options: Any) -> LLMPolicy:
     """The ``openai`` policy: a served model over the OpenAI chat-completions protocol.
 
     Any OpenAI-compatible server (vLLM, SGLang, llama.cpp, a hosted API) at ``base_url``;
-    ``api_key`` defaults to ``$OPENAI_API_KEY``; ``cache``: a file caching replies by request.
+    ``api_key`` defaults to ``$OPENAI_API_KEY``; ``cache``: a file caching replies by request;
+    ``cache_scope``: ``"server"`` (replies reused from the same server only) or ``"model"`` (from
+    any server of that model name, e.g. to replay a run without its server).
     ``max_concurrency``: requests in flight at most (default ``None``: every episode the
     evaluator has in flight, i.e. ``--concurrency``).  ``options`` go to :class:`LLMPolicy`.
     """
     from agentgym_budget.policies.served import OpenAIChatBackend
 
     backend = OpenAIChatBackend(model, base_url=base_url, api_key=api_key, max_concurrency=max_concurrency,
-                                timeout=timeout, max_retries=max_retries, cache=cache)
+                                timeout=timeout, max_retries=max_retries, cache=cache, cache_scope=cache_scope)
     return LLMPolicy(backend, _sampling(temperature, top_p, max_new_tokens, stop), **options)

@@ -8,15 +8,33 @@ batch at once, i.e. as many as the evaluator has episodes in flight) — so it w
 thread, with or without a running event loop (an ``async`` caller awaits
 :meth:`~OpenAIChatBackend.acomplete`, which runs the same thing off the loop).  Sampling is
 passed through exactly: ``temperature``, ``top_p``, ``max_tokens=max_new_tokens``, ``stop``
-(when non-empty) and ``seed=seeds[i]``.  Retries with exponential backoff (0.5 s doubling, at
-most 8 s, with jitter; a server's ``Retry-After`` is honoured) on 408/409/429/5xx, connection
-errors and timeouts are the ``openai`` client's own (``max_retries``).  Failures surface as a
-one-line :class:`ServedModelError`: server unreachable, model not served (the message lists
-the served ones, from ``/v1/models``), timeouts, rejected requests.
+(when non-empty) and ``seed=seeds[i]``.
 
-With ``cache=path`` replies are kept in a sqlite file keyed by :func:`cache_key` (model,
-messages, sampling, seed): a repeated request costs nothing, so re-running an evaluation with
-the same seeds reads every reply back (with the token counts it cost the first time).
+What a server sends is checked before it is used or stored (:func:`parse_chat_reply`): a
+reply is a JSON object whose first choice has a ``message`` with ``content`` a string (or the
+protocol's list of text parts, joined); anything else (an HTML page, no ``message``, ``null``
+or non-text content, an ``error`` object in a 200) is an invalid reply.  Token counts must be
+non-negative integers; any other value is recorded as unknown (``None``) with an
+:class:`UnknownTokenCountWarning`.
+
+Each request *attempt* is bounded as a whole by ``timeout`` (connect to last byte: see
+:mod:`~agentgym_budget.policies.served_http`; a server trickling its reply cannot stretch it).
+Failed attempts are retried ``max_retries`` times with exponential backoff (0.5 s doubling, at
+most 8 s, with jitter; a server's ``Retry-After`` is honoured) on 408/409/429/5xx, connection
+errors, timeouts and invalid replies.  A ``KeyboardInterrupt`` (Ctrl-C, or SIGTERM during an
+evaluation) in :meth:`~OpenAIChatBackend.complete` cancels the requests in flight within
+:data:`~agentgym_budget.policies.served_http.POLL_SECONDS` and starts no retry.  A redirect to
+another server is refused.  Failures surface as a one-line :class:`ServedModelError`: server
+unreachable, model not served (the message lists the served ones, from ``/v1/models``),
+timeouts, rejected requests, invalid replies; credentials in ``base_url`` are shown as ``***``.
+
+With ``cache=path`` replies are kept in a sqlite file keyed by :func:`cache_key` (the server's
+origin, model, messages, sampling, seed): a repeated request costs nothing, so re-running an
+evaluation with the same seeds reads every reply back (with the token counts it cost the first
+time).  One key has one reply: the first stored wins, and every run asking for that key uses
+it, so runs sharing a cache, and a replay from it, see the same replies.  ``cache_scope="model"``
+leaves the server out of the key: replies are shared by every server of that model name (to
+replay a run without its server, or across replicas).
 
 Example (the lines marked ``+SKIP`` need a running server, e.g. ``vllm serve MODEL`` or
 ``python -m llama_cpp.server --model M``):
@@ -27,7 +45,7 @@ Example (the lines marked ``+SKIP`` need a running server, e.g. ``vllm serve MOD
     >>> replies = backend.complete([[{"role": "user", "content": "look"}]], [0], Sampling())  # doctest: +SKIP
     >>> replies[0].text, replies[0].completion_tokens  # doctest: +SKIP
     ('Action: look', 4)
-    >>> len(cache_key("m", [{"role": "user", "content": "look"}], Sampling(), seed=0))
+    >>> len(cache_key("m", [{"role": "user", "content": "look"}], Sampling(), seed=0, server="http://h:80"))
     64
     >>> OpenAIChatBackend("m", base_url="http://127.0.0.1:8000/v1", max_concurrency=0)
     Traceback (most recent call last):
@@ -43,31 +61,107 @@ import hashlib
 import ipaddress
 import json
 import os
+import random
 import sqlite3
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from agentgym_budget._optional import require
 from agentgym_budget.policies.chat import Completion, Message, Sampling
+from agentgym_budget.policies.served_http import RedirectRefused, attempt, http_client, origin
+from agentgym_budget.text import printable_line, redact_url
 
-__all__ = ["OpenAIChatBackend", "ResponseCache", "ServedModelError", "ServedStats", "cache_key"]
+__all__ = ["CACHE_SCOPES", "InvalidReply", "OpenAIChatBackend", "ResponseCache", "ServedModelError", "ServedStats",
+           "UnknownTokenCountWarning", "cache_key", "parse_chat_reply"]
+
+T = TypeVar("T")
 
 #: The key sent to a local server when none is given (local servers accept any key).
 LOCAL_API_KEY = "sk-no-key-required"
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: ``cache_scope`` values: replies keyed by server origin and model, or by model name alone.
+CACHE_SCOPES = ("server", "model")
+#: Retry backoff as the ``openai`` client's: 0.5 s doubling to 8 s, less up to 25 % jitter.
+_FIRST_DELAY, _MAX_DELAY, _MAX_RETRY_AFTER = 0.5, 8.0, 60.0
+#: Larger token counts than this are no real count (a reply of a trillion tokens).
+_MAX_TOKENS = 10**12
 
 
 class ServedModelError(RuntimeError):
-    """A served model could not answer: unreachable server, unknown model, timeout, rejected request."""
+    """A served model could not answer: unreachable server, unknown model, timeout, rejected request,
+    invalid reply.  Its message is one printable line."""
+
+
+class InvalidReply(ValueError):
+    """A 200 reply that is no chat completion (HTML, no ``message``, non-text content, an error object)."""
+
+
+class UnknownTokenCountWarning(UserWarning):
+    """A server reported a token count that is no non-negative integer; it is recorded as unknown."""
 
 
 def _one_line(text: object, limit: int = 400) -> str:
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 1] + "…"
+    return printable_line(text, limit)
+
+
+def _token_count(usage: dict[str, Any], name: str) -> int | None:
+    """``usage[name]`` if it is a plausible count, else ``None`` (with a warning when present but wrong)."""
+    value = usage.get(name)
+    if value is None:
+        return None
+    if type(value) is int and 0 <= value <= _MAX_TOKENS:  # not bool, not 12.0, not NaN
+        return value
+    warnings.warn(f"the server reported {name}={_one_line(repr(value), 60)}, no token count: recorded as unknown",
+                  UnknownTokenCountWarning, stacklevel=2)
+    return None
+
+
+def _content_text(content: Any) -> str:
+    """A message's ``content``: a string, or the protocol's list of text parts (joined)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and all(
+            isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
+        return "".join(p["text"] for p in content)
+    raise InvalidReply(f"message content is {_one_line(json.dumps(content), 80)}, not text")
+
+
+def parse_chat_reply(body: bytes) -> Completion:
+    """The :class:`Completion` in a chat-completions response body; :class:`InvalidReply` if it has none.
+
+    Example:
+        >>> parse_chat_reply(b'{"choices": [{"message": {"content": [{"type": "text", "text": "Action: "},'
+        ...                  b' {"type": "text", "text": "look"}]}}], "usage": {"prompt_tokens": 9}}')
+        Completion(text='Action: look', prompt_tokens=9, completion_tokens=None, prompt_ids=None,
+                   completion_ids=None)
+        >>> parse_chat_reply(b'<html>502 Bad Gateway</html>')
+        Traceback (most recent call last):
+        ...
+        agentgym_budget.policies.served.InvalidReply: not JSON: <html>502 Bad Gateway</html>
+    """
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidReply(f"not JSON: {_one_line(body[:80].decode('utf-8', 'replace'), 80)}") from None
+    if not isinstance(payload, dict):
+        raise InvalidReply(f"not a JSON object: {_one_line(json.dumps(payload), 80)}")
+    if payload.get("error"):
+        raise InvalidReply(f"an error object: {_one_line(json.dumps(payload['error']), 200)}")
+    choices = payload.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices else None
+    message = choice.get("message") if isinstance(choice, dict) else None
+    if not isinstance(message, dict):
+        raise InvalidReply("no choices[0].message")
+    usage = payload.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
+    return Completion(_content_text(message.get("content")), _token_count(usage, "prompt_tokens"),
+                      _token_count(usage, "completion_tokens"))
 
 
 def _is_local(base_url: str) -> bool:
@@ -80,13 +174,17 @@ def _is_local(base_url: str) -> bool:
         return False
 
 
-def cache_key(model: str, messages: Sequence[Message], sampling: Sampling, seed: int) -> str:
-    """sha256 (hex) of the JSON of what fixes a reply: model, messages, sampling, seed."""
+def cache_key(model: str, messages: Sequence[Message], sampling: Sampling, seed: int,
+              server: str | None = None) -> str:
+    """sha256 (hex) of the JSON of what fixes a reply: server (its origin; ``None``: any server of
+    this model name), model, messages, sampling, seed."""
     payload = {
         "model": model, "messages": [dict(m) for m in messages], "temperature": float(sampling.temperature),
         "top_p": float(sampling.top_p), "max_new_tokens": int(sampling.max_new_tokens),
         "stop": list(sampling.stop), "seed": int(seed),
     }
+    if server is not None:  # absent, not null: keys of a model-scoped cache stay those of earlier versions
+        payload["server"] = server
     text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -94,42 +192,63 @@ def cache_key(model: str, messages: Sequence[Message], sampling: Sampling, seed:
 class ResponseCache:
     """Replies by :func:`cache_key` in a sqlite file; thread-safe, shareable between processes.
 
+    One key, one reply: :meth:`put` keeps the reply stored first and returns it, so runs racing
+    on one cache all use the same reply for a key.  A file that is not a sqlite database is a
+    one-line :class:`ServedModelError` naming it.
+
     Example:
         >>> import tempfile, os
         >>> cache = ResponseCache(os.path.join(tempfile.mkdtemp(), "replies.sqlite"))
         >>> cache.put("k", Completion("Action: look", 12, 4))
-        >>> cache.get("k"), cache.get("other"), len(cache)
-        (Completion(text='Action: look', prompt_tokens=12, completion_tokens=4,
-                    prompt_ids=None, completion_ids=None), None, 1)
+        Completion(text='Action: look', prompt_tokens=12, completion_tokens=4, prompt_ids=None,
+                   completion_ids=None)
+        >>> cache.put("k", Completion("Action: go north", 12, 5)).text  # the first reply stays
+        'Action: look'
+        >>> cache.get("k") == cache.get("k"), cache.get("other"), len(cache)
+        (True, None, 1)
     """
 
     def __init__(self, path: str | os.PathLike[str]):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        # One connection shared under a lock (sqlite serialises writers anyway); WAL lets
-        # evaluation worker processes read while another writes.
-        self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
-        with self._lock:
+        with self._sqlite():
+            # One connection shared under a lock (sqlite serialises writers anyway); WAL lets
+            # evaluation worker processes read while another writes.
+            self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(
                 "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, text TEXT NOT NULL,"
                 " prompt_tokens INTEGER, completion_tokens INTEGER)")
 
-    def get(self, key: str) -> Completion | None:
+    @contextmanager
+    def _sqlite(self) -> Iterator[None]:
+        """Hold the lock; a corrupt or foreign file becomes a one-line error naming it."""
         with self._lock:
+            try:
+                yield
+            except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
+                raise ServedModelError(_one_line(
+                    f"the reply cache {self.path} cannot be used ({e}): delete it or pass another cache=")) from None
+
+    def get(self, key: str) -> Completion | None:
+        with self._sqlite():
             row = self._db.execute(
                 "SELECT text, prompt_tokens, completion_tokens FROM replies WHERE key = ?", (key,)).fetchone()
         return None if row is None else Completion(row[0], row[1], row[2])
 
-    def put(self, key: str, completion: Completion) -> None:
-        with self._lock:
+    def put(self, key: str, completion: Completion) -> Completion:
+        """Store ``completion`` unless ``key`` has a reply already; return the stored reply."""
+        with self._sqlite():
             self._db.execute(
-                "INSERT OR REPLACE INTO replies VALUES (?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO replies VALUES (?, ?, ?, ?)",
                 (key, completion.text, completion.prompt_tokens, completion.completion_tokens))
+        stored = self.get(key)
+        assert stored is not None, f"the reply cache {self.path} lost key {key} just stored"
+        return stored
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._sqlite():
             return self._db.execute("SELECT COUNT(*) FROM replies").fetchone()[0]
 
     def close(self) -> None:
@@ -150,8 +269,11 @@ class OpenAIChatBackend:
 
     ``base_url``: the server's ``.../v1`` address (default: env ``OPENAI_BASE_URL``, else
     OpenAI's).  ``api_key``: else env ``OPENAI_API_KEY``, else a placeholder for a local
-    server.  ``timeout``: seconds per request attempt.  ``max_retries``: extra attempts after a
-    429/5xx/connection error/timeout.  ``cache``: a sqlite path (or :class:`ResponseCache`).
+    server.  ``timeout``: seconds per request attempt, connect to last byte.  ``max_retries``:
+    extra attempts after a 408/409/429/5xx, connection error, timeout or invalid reply.
+    ``cache``: a sqlite path (or :class:`ResponseCache`).  ``cache_scope``: ``"server"`` (the
+    default: a reply is reused only from the same server origin) or ``"model"`` (from any
+    server of this model name).
     ``check_model``: before the first request, ask ``/v1/models`` whether ``model`` is served
     (servers such as llama.cpp's would otherwise answer with whatever model they hold); that
     check retries at most once, so a server that is not running is reported in about a second.
@@ -167,6 +289,7 @@ class OpenAIChatBackend:
         max_retries: int = 5,
         cache: str | os.PathLike[str] | ResponseCache | None = None,
         check_model: bool = True,
+        cache_scope: str = "server",
     ):
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a non-empty string (the served model's name), got {model!r}")
@@ -176,14 +299,19 @@ class OpenAIChatBackend:
             raise ValueError(f"timeout must be > 0 seconds, got {timeout}")
         if int(max_retries) < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        if cache_scope not in CACHE_SCOPES:
+            raise ValueError(f"cache_scope must be one of {', '.join(CACHE_SCOPES)}, got {cache_scope!r}")
         self.model = model
         self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip("/")
+        #: ``base_url`` as shown in messages and records: credentials in it are ``***``
+        self.shown_url = redact_url(self.base_url)
+        self.cache_scope = cache_scope
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
             if not _is_local(self.base_url):
-                raise ServedModelError(
-                    f"no API key for {self.base_url}: pass api_key=... (--policy-arg api_key=...) "
-                    "or set OPENAI_API_KEY")
+                raise ServedModelError(_one_line(
+                    f"no API key for {self.shown_url}: pass api_key=... (--policy-arg api_key=...) "
+                    "or set OPENAI_API_KEY"))
             key = LOCAL_API_KEY
         self.api_key = key
         self.max_concurrency = None if max_concurrency is None else int(max_concurrency)
@@ -231,9 +359,10 @@ class OpenAIChatBackend:
             openai = require("openai", "openai", "the 'openai' policy (served models)")
             with self._lock:
                 if self._client is None:
+                    # Retries are ours (_call): interruptible, and also for invalid 200 replies.
                     self._client = openai.OpenAI(
-                        base_url=self.base_url, api_key=self.api_key, timeout=self.timeout,
-                        max_retries=self.max_retries)
+                        base_url=self.base_url, api_key=self.api_key, timeout=self.timeout, max_retries=0,
+                        http_client=http_client(self.timeout))
         return self._client
 
     def _pool(self, batch: int) -> tuple[concurrent.futures.ThreadPoolExecutor, bool]:
@@ -269,16 +398,20 @@ class OpenAIChatBackend:
         self.close()
 
     def __repr__(self) -> str:
-        return (f"OpenAIChatBackend(model={self.model!r}, base_url={self.base_url!r}, "
+        return (f"OpenAIChatBackend(model={self.model!r}, base_url={self.shown_url!r}, "
                 f"max_concurrency={self.max_concurrency})")
 
     # -- errors ------------------------------------------------------------------------------
-    def _error(self, err: Exception, retries: int | None = None) -> ServedModelError:
-        """The one-line :class:`ServedModelError` for an ``openai`` exception (after ``retries``)."""
+    def _error(self, err: Exception, retries: int) -> ServedModelError:
+        """The one-line :class:`ServedModelError` for a failed request (after ``retries`` retries)."""
         openai = require("openai", "openai")
-        where = f"the OpenAI-compatible server at {self.base_url}"
-        retries = self.max_retries if retries is None else retries
+        where = f"the OpenAI-compatible server at {self.shown_url}"
         tries = f"{retries + 1} attempt{'s' if retries else ''}"
+        if isinstance(err, InvalidReply):
+            return ServedModelError(_one_line(f"{where} sent an invalid reply ({tries}): {err}"))
+        refused = err if isinstance(err, RedirectRefused) else err.__cause__  # raw, or wrapped by openai 1.x
+        if isinstance(refused, RedirectRefused):
+            return ServedModelError(_one_line(f"{where} {refused}"))
         if isinstance(err, openai.APITimeoutError):
             return ServedModelError(_one_line(
                 f"{where} did not answer within timeout={self.timeout:g}s ({tries}): it may be overloaded; "
@@ -306,7 +439,49 @@ class OpenAIChatBackend:
         if len(served) > 20:
             shown += f" (and {len(served) - 20} more)"
         return ServedModelError(_one_line(
-            f"model {self.model!r} is not served at {self.base_url}; it serves: {shown or 'no models'}", limit=2000))
+            f"model {self.model!r} is not served at {self.shown_url}; it serves: {shown or 'no models'}", limit=2000))
+
+    # -- one request, its attempts ---------------------------------------------------------------
+    @staticmethod
+    def _retriable(err: Exception) -> bool:
+        openai = require("openai", "openai")
+        if isinstance(err, InvalidReply):
+            return True
+        if isinstance(err, openai.APIStatusError):
+            return err.status_code in (408, 409, 429) or err.status_code >= 500
+        return isinstance(err, openai.APIConnectionError) and not isinstance(err.__cause__, RedirectRefused)
+
+    @staticmethod
+    def _retry_delay(err: Exception, retry: int) -> float:
+        """Seconds before retry ``retry`` (0-based): the server's ``Retry-After`` if sane, else backoff."""
+        response = getattr(err, "response", None)
+        headers = getattr(response, "headers", None) or {}
+        for name, unit in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            try:
+                delay = float(headers.get(name)) * unit
+            except (TypeError, ValueError):
+                continue
+            if 0 <= delay <= _MAX_RETRY_AFTER:
+                return delay
+        return min(_FIRST_DELAY * 2**retry, _MAX_DELAY) * (1 - 0.25 * random.random())
+
+    def _call(self, call: Callable[[], T], retries: int, cancel: threading.Event) -> T:
+        """``call()`` with every attempt under the deadline, retried on transient faults until
+        ``retries`` are spent or ``cancel`` is set; failures become one :class:`ServedModelError`."""
+        openai = require("openai", "openai")
+        for retry in range(retries + 1):
+            if cancel.is_set():
+                raise ServedModelError("the request was cancelled (the run is stopping)")
+            try:
+                with attempt(self.timeout, cancel):
+                    return call()
+            except (openai.OpenAIError, InvalidReply, RedirectRefused) as err:
+                if retry == retries or cancel.is_set() or not self._retriable(err):
+                    if cancel.is_set():
+                        raise ServedModelError("the request was cancelled (the run is stopping)") from None
+                    raise self._error(err, retry) from err
+                cancel.wait(self._retry_delay(err, retry))
+        raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _served_models(self) -> list[str] | None:
         """The ids ``/v1/models`` lists, or ``None`` where the server has no such listing.
@@ -315,14 +490,24 @@ class OpenAIChatBackend:
         running at all, which is best said at once (requests later retry ``max_retries`` times).
         """
         openai = require("openai", "openai")
-        retries = min(self.max_retries, 1)
-        try:
-            return [m.id for m in self.client.with_options(max_retries=retries).models.list()]
-        except (openai.NotFoundError, openai.PermissionDeniedError, openai.UnprocessableEntityError,
-                openai.BadRequestError):
+
+        def listing() -> bytes | None:
+            try:
+                return self.client.models.with_raw_response.list().http_response.content
+            except (openai.NotFoundError, openai.PermissionDeniedError, openai.UnprocessableEntityError,
+                    openai.BadRequestError):
+                return None
+
+        body = self._call(listing, min(self.max_retries, 1), threading.Event())
+        if body is None:
             return None
-        except openai.OpenAIError as err:
-            raise self._error(err, retries) from err
+        try:
+            models = json.loads(body)["data"]
+            return [m["id"] for m in models if isinstance(m["id"], str)]
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+            raise ServedModelError(_one_line(
+                f"the OpenAI-compatible server at {self.shown_url} answered /models with no model list: "
+                f"{body[:80].decode('utf-8', 'replace')}")) from None
 
     def check(self) -> None:
         """Raise :class:`ServedModelError` unless the server answers and serves ``model``."""
@@ -337,28 +522,25 @@ class OpenAIChatBackend:
         self._model_checked = True
 
     # -- generation ----------------------------------------------------------------------------
-    def _request(self, messages: Sequence[Message], seed: int, sampling: Sampling) -> Completion:
-        openai = require("openai", "openai")
+    def _request(self, messages: Sequence[Message], seed: int, sampling: Sampling,
+                 cancel: threading.Event) -> Completion:
         kwargs: dict[str, Any] = {
             "model": self.model, "messages": [dict(m) for m in messages], "temperature": sampling.temperature,
             "top_p": sampling.top_p, "max_tokens": sampling.max_new_tokens, "seed": int(seed),
         }
         if sampling.stop:
             kwargs["stop"] = list(sampling.stop)
-        try:
-            response = self.client.chat.completions.create(**kwargs)
-        except openai.OpenAIError as err:
-            raise self._error(err) from err
+        # The raw body, parsed and checked by us: the openai client's models accept any shape.
+        completion = self._call(
+            lambda: parse_chat_reply(self.client.chat.completions.with_raw_response.create(**kwargs).http_response.content),
+            self.max_retries, cancel)
         with self._lock:
             self.stats.requests += 1
-        if not response.choices:
-            raise ServedModelError(_one_line(f"the server at {self.base_url} answered with no choices: {response}"))
-        usage = response.usage
-        return Completion(
-            response.choices[0].message.content or "",
-            None if usage is None else usage.prompt_tokens,
-            None if usage is None else usage.completion_tokens,
-        )
+        return completion
+
+    def _cache_key(self, conversation: Sequence[Message], seed: int, sampling: Sampling) -> str:
+        server = origin(self.base_url) if self.cache_scope == "server" else None
+        return cache_key(self.model, conversation, sampling, seed, server=server)
 
     def complete(
         self, conversations: Sequence[Sequence[Message]], seeds: Sequence[int], sampling: Sampling
@@ -366,13 +548,14 @@ class OpenAIChatBackend:
         """One reply per conversation, in input order; at most ``max_concurrency`` requests in flight.
 
         On the first failure the requests not yet sent are cancelled and the
-        :class:`ServedModelError` is raised; replies already received stay in the cache.
+        :class:`ServedModelError` is raised; replies already received stay in the cache.  On a
+        ``KeyboardInterrupt`` the requests in flight are cancelled too, and none is retried.
+        With a cache, a reply is the one stored first for its key (another run may have stored it).
         """
         if len(conversations) != len(seeds):
             raise ValueError(f"one seed per conversation: got {len(conversations)} conversations, {len(seeds)} seeds")
         cache = self.cache
-        keys = ([cache_key(self.model, c, sampling, s) for c, s in zip(conversations, seeds)]
-                if cache is not None else [])
+        keys = [self._cache_key(c, s, sampling) for c, s in zip(conversations, seeds)] if cache is not None else []
         results: list[Completion | None] = (
             [cache.get(k) for k in keys] if cache is not None else [None] * len(conversations))
         missing = [i for i, r in enumerate(results) if r is None]
@@ -382,12 +565,16 @@ class OpenAIChatBackend:
             return results  # type: ignore[return-value]
         self._check_once()
         pool, temporary = self._pool(len(missing))
+        cancel = threading.Event()
         try:
-            futures = {pool.submit(self._request, conversations[i], seeds[i], sampling): i for i in missing}
+            futures = {pool.submit(self._request, conversations[i], seeds[i], sampling, cancel): i for i in missing}
             done, pending = concurrent.futures.wait(futures, return_when=concurrent.futures.FIRST_EXCEPTION)
             for future in pending:
                 future.cancel()
             concurrent.futures.wait(pending)  # those already sent finish (and are cached) before we raise
+        except BaseException:  # Ctrl-C/SIGTERM: stop the requests in flight and every retry, now
+            cancel.set()
+            raise
         finally:
             if temporary:
                 pool.shutdown(wait=False)
@@ -398,9 +585,7 @@ class OpenAIChatBackend:
             if future.exception() is not None:
                 error = error or future.exception()
                 continue
-            results[i] = future.result()
-            if cache is not None:
-                cache.put(keys[i], results[i])  # type: ignore[arg-type]
+            results[i] = future.result() if cache is None else cache.put(keys[i], future.result())
         if error is not None:
             raise error
         return results  # type: ignore[return-value]
