@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import json
 import os
 import sys
@@ -39,6 +40,14 @@ LAST_UPDATES = 20
 
 
 def run_seed(seed: int, overrides: dict[str, Any], out: str, eval_tasks: int, eval_attempts: int) -> dict[str, Any]:
+    """:func:`train_and_evaluate` with the run's own output in ``out/seed_N.log``."""
+    Path(out).mkdir(parents=True, exist_ok=True)
+    with open(f"{out}/seed_{seed}.log", "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        return train_and_evaluate(seed, overrides, out, eval_tasks, eval_attempts)
+
+
+def train_and_evaluate(seed: int, overrides: dict[str, Any], out: str, eval_tasks: int,
+                       eval_attempts: int) -> dict[str, Any]:
     """Train one seed, evaluate it on the held-out set-ups; the CPU seconds include model building."""
     import torch
 

@@ -23,6 +23,7 @@ from typing import Any
 # the flags) imports without torch; everything else needs the extra ``llm``.
 _EXPORTS = {
     "TrainConfig": "agentgym_budget.train.config",
+    "keydoor_smoke_config": "agentgym_budget.train.config",
     "Episode": "agentgym_budget.train.rollout",
     "collect_episodes": "agentgym_budget.train.rollout",
     "format_warmup": "agentgym_budget.train.warmup",

@@ -17,12 +17,13 @@ about 30% of episodes within 4 turns, and 11% within 2 (the numbers are exact; s
 
 Tasks are the 12 ordered (goal, distractor) pairs of four colours; ``reset(seed=...)``
 draws one (and the door order) from ``self.np_random``, ``reset(options={"task": "red-blue"})``
-picks ``goal-distractor`` explicitly.  ``split`` restricts the draws: ``"train"`` has 8 pairs
-(16 set-ups with the door order), ``"test"`` the other 4 (8 set-ups), which a learner never saw
-in training: each colour is the goal of one held-out pair and the distractor of another, so
-it is the goal of two training pairs too — a policy that reads the task generalises to them,
-one that learnt "avoid blue when the task is red" does not.  ``"all"`` (the default) draws
-from all 12.
+picks ``goal-distractor`` explicitly.  ``split`` restricts the draws: ``"test"`` holds out the
+pairs red-blue and green-yellow (4 set-ups with the door order), ``"train"`` has the other 10
+(20 set-ups); ``"all"`` (the default) draws from all 12.  A policy that reads the task solves
+the held-out pairs; one that learnt a shortcut does not: in training, a hall with a red and a
+blue door always has the goal blue, so "open blue when you see red and blue" fits 2 of the 20
+training set-ups and fails every held-out red-blue one.  (Any held-out set-up has such a
+shortcut: the training set-ups with the same doors have the other goal.)
 
 Example:
     >>> import gymnasium as gym
@@ -37,8 +38,8 @@ Example:
     >>> obs, reward, terminated, truncated, info = env.step("open red door")
     >>> reward, terminated, info["won"]
     (1.0, True, True)
-    >>> sorted({gym.make("KeyDoor-v0", split="test").reset(seed=s)[1]["task_id"] for s in range(50)})
-    ['blue-green', 'green-yellow', 'red-blue', 'yellow-red']
+    >>> sorted({gym.make("KeyDoor-v0", split="test").reset(seed=s)[1]["game"] for s in range(50)})
+    ['green-yellow:green,yellow', 'green-yellow:yellow,green', 'red-blue:blue,red', 'red-blue:red,blue']
 """
 
 from __future__ import annotations
@@ -53,8 +54,8 @@ __all__ = ["COLOURS", "SPLITS", "TASK_IDS", "KeyDoorEnv"]
 COLOURS: tuple[str, ...] = ("red", "blue", "green", "yellow")
 #: Every task id, ``"<goal>-<distractor>"``.
 TASK_IDS: tuple[str, ...] = tuple(f"{g}-{d}" for g, d in itertools.permutations(COLOURS, 2))
-#: The held-out pairs: each colour's goal pair with the next colour (cyclically) as the distractor.
-_TEST_IDS: tuple[str, ...] = tuple(f"{g}-{COLOURS[(i + 1) % len(COLOURS)]}" for i, g in enumerate(COLOURS))
+#: The held-out pairs: two goals, each colour in one of them.
+_TEST_IDS: tuple[str, ...] = ("red-blue", "green-yellow")
 #: The task ids of each ``split``.
 SPLITS: dict[str, tuple[str, ...]] = {
     "all": TASK_IDS,
