@@ -88,7 +88,7 @@ def test_build_messages_has_task_history_budget_and_commands() -> None:
         ("Action: fly to the moon", "fly to the moon"),  # kept: the env answers it in-game
         ("go east", "go east"),  # no Action: line -> first line
         ("Thought: east is right\ngo east", "go east"),  # a ReAct thought is not the command
-        ("think: where is the key?", "think: where is the key?"),  # only a thought: passed on, answered in-game
+        ("think: where is the key?", "think: where is the key"),  # only a thought: passed on (cleaned), answered in-game
         ("   \n", "look"),
     ],
 )
