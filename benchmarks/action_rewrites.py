@@ -36,12 +36,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from agentgym_budget.policies.prompting import parse_action, strip_imagined_observation  # noqa: E402
+from agentgym_budget.policies.prompting import _COLOURS, parse_action, strip_imagined_observation  # noqa: E402
 
+# The old rule's own line patterns, frozen with it (the library's may change).
 _ACTION_LINE = re.compile(r"^\s*action\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
 _THOUGHT_LINE = re.compile(r"^\s*(think|thought)\s*:", re.IGNORECASE)
-_COLOURS = {"black", "blue", "brown", "gold", "gray", "green", "grey", "orange", "pink", "purple", "red", "silver",
-            "white", "yellow"}
 
 
 def old_closest_match(text: str, admissible: Sequence[str]) -> str:
