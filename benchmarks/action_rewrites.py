@@ -36,7 +36,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from agentgym_budget.policies.prompting import _COLOURS, parse_action, strip_imagined_observation  # noqa: E402
+from agentgym_budget.envs.toy.key_door import COLOURS  # noqa: E402
+from agentgym_budget.policies.prompting import parse_action, strip_imagined_observation  # noqa: E402
 
 # The old rule's own line patterns, frozen with it (the library's may change).
 _ACTION_LINE = re.compile(r"^\s*action\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
@@ -62,9 +63,9 @@ def old_closest_match(text: str, admissible: Sequence[str]) -> str:
 
 
 def names_another_object(played: str, written: str) -> bool:
-    """Whether ``played`` names other colours or numbers than ``written`` (another door, another cabinet)."""
+    """Whether ``played`` names other colours (KeyDoor's) or numbers than ``written`` (another door, another cabinet)."""
     def objects(command: str) -> set[str]:
-        return {w for w in command.lower().split() if w in _COLOURS or any(ch.isdigit() for ch in w)}
+        return {w for w in command.lower().split() if w in COLOURS or any(ch.isdigit() for ch in w)}
     return objects(played) != objects(written)
 
 
