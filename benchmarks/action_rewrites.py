@@ -18,7 +18,7 @@ turn, compares the command each rule plays:
 
 The old rule is rebuilt here (:func:`old_closest_match`): the library no longer has it.
 
-Run (KeyDoor: about a CPU-minute; ALFWorld: a few):
+Run (KeyDoor: about a CPU-minute for two seeds; ALFWorld: about 5 CPU-minutes, nearly all of it the warm-up):
     python benchmarks/action_rewrites.py --env KeyDoor-v0 --episodes 256
     python benchmarks/action_rewrites.py --env ALFWorld-v0 --episodes 64 --budget fixed:10 --max-new-tokens 24
 """
