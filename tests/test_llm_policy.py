@@ -13,7 +13,8 @@ import agentgym_budget  # noqa: E402,F401  (registers the envs)
 from agentgym_budget.eval import evaluate  # noqa: E402
 from agentgym_budget.eval.rollout import EpisodeJob, ProcessPoolExecutor, RolloutSpec, SerialExecutor  # noqa: E402
 from agentgym_budget.policies import LLMPolicy, make_policy  # noqa: E402
-from agentgym_budget.policies.chat import Sampling  # noqa: E402
+from agentgym_budget.eval.transcripts import read_transcripts  # noqa: E402
+from agentgym_budget.policies.chat import Completion, Sampling  # noqa: E402
 from agentgym_budget.policies.hf import HFChatBackend, encode_conversation  # noqa: E402
 from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer  # noqa: E402
 from agentgym_budget.train.grpo import TurnSample, action_logprobs, collate  # noqa: E402
@@ -128,6 +129,49 @@ def test_llm_policy_keeps_history_shows_budget_and_replays_from_a_seed(tiny) -> 
     assert replay == first
     with pytest.raises(ValueError, match="temperature"):
         make_policy("hf", model=tiny[0], tokenizer=tiny[1], temperature=-1)
+
+
+class ScriptedBackend:
+    """A chat backend whose reply at an episode's turn ``t`` is ``replies[t]`` (round and round)."""
+
+    name = "scripted"
+
+    def __init__(self, replies: list[str]) -> None:
+        self.replies = replies
+
+    def complete(self, conversations, seeds, sampling) -> list[Completion]:
+        turns = [sum(message["role"] == "assistant" for message in c) for c in conversations]
+        return [Completion(self.replies[turn % len(self.replies)]) for turn in turns]
+
+
+DOORS = {"task": "open the green door", "admissible_commands": ["open blue door", "open green door", "take key"]}
+
+
+def test_a_reply_is_played_as_written_and_its_written_spelling_is_kept() -> None:
+    policy = LLMPolicy(ScriptedBackend(["Action: open red door", "Action: OPEN  Green door.", "Action: opn blue door"]))
+    state = policy.start(seed=0)
+    replies = [policy.act_batch([state], ["A room."], [DOORS])[0] for _ in range(3)]
+    assert [(r.action, r.written_action) for r in replies] == [
+        ("open red door", None),  # no red door: played as written (the old closest match played "open green door")
+        ("open green door", "OPEN Green door"),  # the admissible spelling, the written one kept
+        ("opn blue door", None),  # exact matching fixes no typo
+    ]
+    fuzzy = LLMPolicy(ScriptedBackend(["Action: opn blue door", "Action: open red door"]), action_matching="fuzzy")
+    state = fuzzy.start(seed=0)
+    replies = [fuzzy.act_batch([state], ["A room."], [DOORS])[0] for _ in range(2)]
+    assert [(r.action, r.written_action) for r in replies] == [("open blue door", "opn blue door"),
+                                                                ("open red door", None)]
+    with pytest.raises(ValueError, match="action matching must be one of"):
+        LLMPolicy(ScriptedBackend([]), action_matching="closest")
+
+
+def test_the_transcript_keeps_the_command_the_model_wrote(tmp_path) -> None:
+    policy = LLMPolicy(ScriptedBackend(["Thought: the key.\nAction: Take  KEY.", "Action: open purple door"]))
+    evaluate("KeyDoor-Budget-v0", policy, ks=(1,), ts=(2,), tasks=2, attempts=1, bootstrap=0, out=tmp_path)
+    turns = [turn for line in read_transcripts(tmp_path).values() for turn in line["turns"]]
+    assert [(t["action"], t["written_action"], t["admissible"]) for t in turns] == [
+        ("take key", "Take KEY", True), ("open purple door", None, False)] * 2
+    assert policy.action_matching == "exact"
 
 
 def _passkt(result) -> dict:

@@ -83,11 +83,12 @@ def test_build_messages_has_task_history_budget_and_commands() -> None:
     [
         ("Thought: go.\nAction: go east", "go east"),
         ("Thought: x\nAction: look\nThought: no\naction:  GO WEST. ", "go west"),  # last Action wins, case
-        ("Action: `go eats`", "go east"),  # near miss snaps to the admissible command
+        ("Action: `go eats`", "go eats"),  # a near miss is played as written (fuzzy matching is opt-in)
+        ("Action:  Go\tWEST !", "go west"),  # case, inner whitespace, trailing punctuation: the admissible spelling
         ("Action: fly to the moon", "fly to the moon"),  # kept: the env answers it in-game
         ("go east", "go east"),  # no Action: line -> first line
         ("Thought: east is right\ngo east", "go east"),  # a ReAct thought is not the command
-        ("think: where is the key?", "think: where is the key?"),  # only a thought: passed on, answered in-game
+        ("think: where is the key?", "think: where is the key"),  # only a thought: passed on (cleaned), answered in-game
         ("   \n", "look"),
     ],
 )
@@ -97,6 +98,37 @@ def test_parse_action(reply: str, expected: str) -> None:
 
 def test_parse_action_without_admissible_list() -> None:
     assert parse_action("Action: Open Door.") == "Open Door"
+
+
+DOORS = ["open blue door", "open green door", "take key"]
+
+
+@pytest.mark.parametrize("matching", ["exact", "fuzzy"])
+def test_a_command_naming_another_thing_is_played_as_written(matching: str) -> None:
+    """The issue's case: the old closest-match rule played "open green door" for "open red door"
+    and "go to cabinet 2" for "go to cabinet 9"; neither rule may cross a colour or a number."""
+    assert parse_action("Action: open red door", DOORS, matching=matching) == "open red door"
+    assert parse_action("Action: go to cabinet 9", ["go to cabinet 2", "look"], matching=matching) == "go to cabinet 9"
+
+
+def test_fuzzy_matching_fixes_typos_only() -> None:
+    assert parse_action("Action: opn blue door", DOORS, matching="fuzzy") == "open blue door"
+    assert parse_action("Action: opn blue door", DOORS) == "opn blue door"  # exact: no typo fixing
+    assert parse_action("Action: go to cabnet 2", ["go to cabinet 2", "go to cabinet 9"], matching="fuzzy") == (
+        "go to cabinet 2")
+    # a written word that is another admissible word or a colour is not a typo
+    assert parse_action("Action: open drawer 1", ["open drawers 1", "open drawer 2"], matching="fuzzy") == (
+        "open drawer 1")
+    assert parse_action("Action: take brown 1", ["take crown 1"], matching="fuzzy") == "take brown 1"
+    # a different number of words is not a typo; two equally good candidates: ambiguous, played as written
+    assert parse_action("Action: open blue", DOORS, matching="fuzzy") == "open blue"
+    assert parse_action("Action: go to countertp 1", ["go to countertop 1", "go to countertops 1"],
+                        matching="fuzzy") == "go to countertp 1"
+
+
+def test_parse_action_rejects_an_unknown_matching_mode() -> None:
+    with pytest.raises(ValueError, match="action matching must be one of"):
+        parse_action("Action: look", ["look"], matching="closest")
 
 
 def test_a_plain_policy_is_copied_only_for_episodes_in_flight_together() -> None:

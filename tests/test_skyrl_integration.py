@@ -112,6 +112,23 @@ def test_forced_budget_process_reward_and_bad_config() -> None:
         SkyRLBudgetEnv({"budget": 3})
 
 
+def test_a_command_is_played_as_written_unless_fuzzy_matching_is_asked_for() -> None:
+    def first_command(reply: str, **env_config) -> str:
+        env = SkyRLBudgetEnv({"budget": 4, **env_config}, {"seed": 0, "options": {"task": "red-blue"}},
+                             env_id="KeyDoor-Budget-v0")
+        env.init([])
+        command = env.step(reply)["metadata"]["command"]
+        env.close()
+        return command
+
+    assert first_command("Action: open green door") == "open green door"  # no green door: not mapped to red
+    assert first_command("Action: tak key") == "tak key"
+    assert first_command("Action: tak key", action_matching="fuzzy") == "take key"
+    assert first_command("Action: open green door", action_matching="fuzzy") == "open green door"
+    with pytest.raises(ValueError, match="action matching must be one of"):
+        SkyRLBudgetEnv({"budget": 4, "action_matching": "closest"}, env_id="KeyDoor-Budget-v0")
+
+
 def test_a_curriculum_follows_the_progress_the_trainer_passes() -> None:
     # SkyRL makes a fresh env per trajectory, so a curriculum needs the trainer's progress.
     register_skyrl_envs()

@@ -174,6 +174,14 @@ def test_model_dependent_defaults_and_their_limits():
         TrainConfig(model="some/hf-model", format_warmup_steps=10)
 
 
+def test_the_trainer_refuses_fuzzy_action_matching():
+    with pytest.raises(ValueError, match="the loss must score the tokens that determined the action"):
+        TrainConfig(action_matching="fuzzy")
+    with pytest.raises(ValueError, match="action_matching must be 'exact'"):
+        TrainConfig.from_dict({"action_matching": "closest"})
+    assert TrainConfig().action_matching == "exact"
+
+
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="group_size"):
         TrainConfig(group_size=1)

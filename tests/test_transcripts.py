@@ -21,8 +21,8 @@ from interrupts import stop_after
 
 ENV_ID = "KeyDoor-Budget-v0"
 ARGS = dict(ks=(1, 2), ts=(2, 4), tasks=8, attempts=3, seed=5, policy_kwargs={"p": 0.4}, bootstrap=20)
-TURN_KEYS = {"turn", "observation", "reply", "action", "won", "reward", "terminated", "truncated", "action_effect",
-             "expert_action", "admissible", "prompt_tokens", "completion_tokens"}
+TURN_KEYS = {"turn", "observation", "reply", "action", "written_action", "won", "reward", "terminated", "truncated",
+             "action_effect", "expert_action", "admissible", "prompt_tokens", "completion_tokens"}
 
 
 class LLMExpert:

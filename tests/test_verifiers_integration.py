@@ -94,3 +94,26 @@ def test_an_episode_the_env_terminates_stops_on_env_terminated() -> None:
     assert asyncio.run(episode_return(state)) == 1.0
     assert state["final_env_response"][0].content.endswith("the task was completed.")
     asyncio.run(env.close_episode(state))
+
+
+def test_a_command_is_played_as_written_unless_fuzzy_matching_is_asked_for() -> None:
+    import asyncio
+
+    async def first_answer(env: BudgetMultiTurnEnv, reply: str) -> str:
+        info = {"seed": 0, "budget": 4, "options": {"task": "red-blue"}}
+        state = vf.State(input={"prompt": [{"role": "system", "content": "play"}], "info": info})
+        state["prompt"] = [{"role": "system", "content": "play"}]
+        state = await env.setup_state(state)
+        [response] = await env.env_response([{"role": "assistant", "content": reply}], state)
+        await env.close_episode(state)
+        return response.content
+
+    exact = BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget=4)
+    fuzzy = BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget=4, action_matching="fuzzy")
+    assert "You take the key." not in asyncio.run(first_answer(exact, "Action: tak key"))
+    assert "You take the key." in asyncio.run(first_answer(fuzzy, "Action: tak key"))
+    # no green door in a red-blue room: played as written, never as "open red door" (locked)
+    for env in (exact, fuzzy):
+        assert "locked" not in asyncio.run(first_answer(env, "Action: open green door"))
+    with pytest.raises(ValueError, match="action matching must be one of"):
+        BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget=4, action_matching="closest")

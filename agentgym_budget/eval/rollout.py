@@ -299,12 +299,15 @@ def transcript_turn(turn: int, observation: str, reply: PolicyReply, info: dict[
         ...     True, False, {"won": True})
         >>> row["action"], row["admissible"], row["expert_action"], row["won"], row["action_effect"]
         ('open door', True, 'open door', True, None)
+        >>> row["written_action"] is None  # the reply wrote the command that was played
+        True
     """
     commands = info.get("admissible_commands") or ()
     experts = info.get("expert_actions")
     expert = experts[0] if isinstance(experts, (list, tuple)) and experts else info.get("expert_action") or None
     return {
         "turn": turn, "observation": observation, "reply": reply.text, "action": reply.action,
+        "written_action": reply.written_action,  # the reply's own spelling, when the played one differs
         "won": bool(next_info.get("won", False)), "reward": float(reward), "terminated": bool(terminated),
         "truncated": bool(truncated), "action_effect": next_info.get("action_effect"),
         "expert_action": expert if isinstance(expert, str) else None,

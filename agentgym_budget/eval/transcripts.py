@@ -7,19 +7,20 @@ in its output folder one JSON line per episode, as it finishes::
     {"task": 0, "attempt": 1, "budget": 50, "won_turn": 12, "turns": [...], "final_observation": "..."}
 
 where ``turns`` are :func:`~agentgym_budget.eval.rollout.transcript_turn` dicts (observation,
-raw reply, action, won, reward, termination flags, action effect, expert action, admissible,
-token counts).  Each line is compressed as its own gzip member and flushed, so a killed run
-loses at most the episode being written: the file stays readable (``gzip -dc`` and
-:func:`read_transcripts`, which skips a torn last member), and ``--resume`` appends the missing
-episodes after the kept ones.  A damaged member elsewhere (a flipped byte) costs that episode
-only: :func:`members` finds the intact members after it, :func:`read_transcripts` warns naming
-the member and its byte offset, and ``--resume`` keeps the intact members and runs again every
-saved episode whose transcript is missing (see
-:meth:`~agentgym_budget.eval.episode_log.EpisodeLog.open`).  Lines are checked when read
-(:class:`TranscriptLine`): a file that does not hold transcripts is refused.  A fresh run (no ``--resume``) deletes an old file, so that the
-transcripts always belong to the ``episodes.jsonl`` next to them.  An episode written twice (a
-run killed between its transcript and its ``episodes.jsonl`` line, then resumed) is read once,
-its last copy.
+raw reply, action, ``written_action`` — the command as the reply wrote it when the action played
+spells it otherwise —, won, reward, termination flags, action effect, expert action, admissible,
+token counts; files written before ``written_action`` existed lack that key and load the same).
+Each line is compressed as its own gzip member and flushed, so a killed run loses at most the
+episode being written: the file stays readable (``gzip -dc`` and :func:`read_transcripts`, which
+skips a torn last member), and ``--resume`` appends the missing episodes after the kept ones.  A
+damaged member elsewhere (a flipped byte) costs that episode only: :func:`members` finds the
+intact members after it, :func:`read_transcripts` warns naming the member and its byte offset,
+and ``--resume`` keeps the intact members and runs again every saved episode whose transcript is
+missing (see :meth:`~agentgym_budget.eval.episode_log.EpisodeLog.open`).  Lines are checked when
+read (:class:`TranscriptLine`): a file that does not hold transcripts is refused.  A fresh run
+(no ``--resume``) deletes an old file, so that the transcripts always belong to the
+``episodes.jsonl`` next to them.  An episode written twice (a run killed between its transcript
+and its ``episodes.jsonl`` line, then resumed) is read once, its last copy.
 
 Example:
     >>> import tempfile
@@ -113,6 +114,7 @@ class TranscriptTurn:
     admissible: bool | None
     prompt_tokens: Index | None
     completion_tokens: Index | None
+    written_action: str | None = None  # absent from files written before it existed
 
 
 @dataclass

@@ -7,14 +7,18 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
 ``get_metrics()``, ``close()``):
 
 * ``env_config`` (SkyRL's per-env-class config, a mapping or ``DictConfig``): ``budget`` (any
-  budget spec; default: the id's) and ``make_budget_env`` kwargs (``show_budget``, env options).
+  budget spec; default: the id's), ``action_matching`` (``exact``, the default, or ``fuzzy``: see
+  below) and ``make_budget_env`` kwargs (``show_budget``, env options).
 * ``extras`` (the dataset row's fields): ``seed`` (the episode's task and budget draw),
   ``budget`` (force this episode's budget), ``task``/other keys under ``options``.  SkyRL's
   generator also passes ``max_turns``; the turn budget is the episode's limit, so it is not used.
 * ``init`` appends the first observation (with the admissible commands and, with
   ``show_budget=True``, the remaining budget) as a user message.  ``step`` reads the command from
-  the model's reply (``Action: <command>``, :func:`~agentgym_budget.policies.prompting.parse_action`)
-  and returns the next observation; ``reward`` is the env's (won → 1, plus any ``ProcessReward``).
+  the model's reply (``Action: <command>``, :func:`~agentgym_budget.policies.prompting.parse_action`:
+  played as written, in the admissible spelling when it is one up to case, whitespace and trailing
+  punctuation; near misses only with ``action_matching: fuzzy``, which a trainer should not use, as
+  its loss must score the tokens that determined the action) and returns the next observation;
+  ``reward`` is the env's (won → 1, plus any ``ProcessReward``).
 * ``done`` is ``terminated or truncated``: SkyRL's step output has one flag, so
   ``metadata["terminated"]`` / ``metadata["truncated"]`` tell which (with ``budget``, ``turn``,
   ``turns_left``, ``won``, the parsed ``command``); ``get_metrics()`` reports the episode.
@@ -42,7 +46,7 @@ from typing import Any
 from agentgym_budget._optional import require
 from agentgym_budget.envs.registration import FAMILIES
 from agentgym_budget.integrations.session import BudgetSession, Wrapper, format_turn
-from agentgym_budget.policies.prompting import parse_action
+from agentgym_budget.policies.prompting import check_matching, parse_action
 
 _WHAT = "the SkyRL-gym adapter"
 skyrl_gym = require("skyrl_gym", "skyrl", _WHAT)
@@ -55,7 +59,7 @@ class SkyRLBudgetEnv(BaseTextEnv):
     """A SkyRL ``BaseTextEnv`` over one budgeted text env (see the module docstring).
 
     Args:
-        env_config: ``budget`` and ``make_budget_env`` kwargs (``env_id`` too, unless given).
+        env_config: ``budget``, ``action_matching`` and ``make_budget_env`` kwargs (``env_id`` too, unless given).
         extras: the episode: ``seed``, ``budget`` (forced), ``options`` (env reset options).
         env_id: the registered id (set by :func:`register_skyrl_envs`).
         wrappers: extra wrappers on top of the budgeted env (e.g. ``ProcessReward``).
@@ -70,6 +74,7 @@ class SkyRLBudgetEnv(BaseTextEnv):
             raise ValueError("SkyRLBudgetEnv needs env_id (register_skyrl_envs() sets it per id)")
         budget = config.pop("budget", None)
         self.list_commands = bool(config.pop("list_commands", True))
+        self.action_matching = check_matching(config.pop("action_matching", "exact"))
         self.session = BudgetSession(env_id, budget, wrappers=wrappers, **config)
         self.extras = _plain(extras)
         self.max_turns = self.session.turn_budget.schedule.max_budget  # for code that reads BaseTextEnv.max_turns
@@ -85,7 +90,7 @@ class SkyRLBudgetEnv(BaseTextEnv):
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """Play the command in ``action`` (the model's reply); the next observation, reward, done."""
-        command = parse_action(action, self.session.admissible_commands)
+        command = parse_action(action, self.session.admissible_commands, matching=self.action_matching)
         self.session.step(command)
         self.turns += 1
         done = self.session.done

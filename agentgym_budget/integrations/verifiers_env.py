@@ -9,7 +9,9 @@
   spec, extra wrappers such as ``ProcessReward``) and appends the first observation (with the
   admissible commands and, with ``show_budget=True``, the remaining budget) to the prompt;
 * ``env_response`` reads the command from the model's reply (``Action: <command>``,
-  :func:`~agentgym_budget.policies.prompting.parse_action`) and answers with the next observation;
+  :func:`~agentgym_budget.policies.prompting.parse_action`: played as written, in the admissible
+  spelling when it is one up to case, whitespace and trailing punctuation; near misses only with
+  ``action_matching="fuzzy"``) and answers with the next observation;
 * the rollout stops exactly when the env terminates (stop condition ``env_terminated``) or the
   budget truncates (``budget_truncated``): verifiers records which in ``stop_condition``;
   ``max_turns`` is left unlimited (the budget is the limit);
@@ -31,7 +33,7 @@ from typing import Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.integrations.session import BudgetSession, Wrapper, format_turn
-from agentgym_budget.policies.prompting import SYSTEM_PROMPT, parse_action
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 _WHAT = "the verifiers adapter"
@@ -52,12 +54,16 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         first_seed: the first row's seed.
         system_prompt: the instructions (default: the project's ReAct prompt: ``Thought:``/``Action:``).
         list_commands: list the admissible commands in every observation.
+        action_matching: ``"exact"`` (default) or ``"fuzzy"``, as
+            :func:`~agentgym_budget.policies.prompting.parse_action`'s ``matching``.  Keep ``exact``
+            to train on the rollouts: the loss must score the tokens that determined the action.
         vf_kwargs: passed to ``vf.MultiTurnEnv`` (``timeout_seconds``, ``max_seq_len``, ...).
     """
 
     def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, num_examples: int = 20, first_seed: int = 0,
                  system_prompt: str = SYSTEM_PROMPT, list_commands: bool = True, wrappers: Iterable[Wrapper] = (),
-                 env_kwargs: dict[str, Any] | None = None, **vf_kwargs: Any) -> None:
+                 env_kwargs: dict[str, Any] | None = None, action_matching: str = "exact", **vf_kwargs: Any) -> None:
+        self.action_matching = check_matching(action_matching)
         self.budget_env_id, self.budget_spec = env_id, budget
         self.wrappers, self.env_kwargs, self.list_commands = tuple(wrappers), dict(env_kwargs or {}), list_commands
         rows = [{"question": "", "answer": "", "info": {"seed": first_seed + i}}
@@ -85,7 +91,8 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
 
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
         session = self._sessions[id(state)]
-        session.step(parse_action(str(_content(messages[-1]) or ""), session.admissible_commands))
+        reply = str(_content(messages[-1]) or "")
+        session.step(parse_action(reply, session.admissible_commands, matching=self.action_matching))
         state["episode"] = session.summary()
         response = [vf.UserMessage(content=format_turn(session, self.list_commands))]
         if session.done:

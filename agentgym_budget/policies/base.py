@@ -62,7 +62,9 @@ class PolicyReply:
 
     ``text`` is the raw reply the action was parsed from (``None`` for non-LLM policies);
     token counts are ``None`` where the backend does not report them; ``completion`` is the
-    backend's whole answer (token ids and log-probs of a local model, for the trainer).
+    backend's whole answer (token ids and log-probs of a local model, for the trainer);
+    ``written_action`` is the command as the reply wrote it when ``action`` (what is played)
+    spells it otherwise (another case, an admissible command it misspells), else ``None``.
     """
 
     action: str
@@ -70,6 +72,7 @@ class PolicyReply:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     completion: Completion | None = field(default=None, repr=False)
+    written_action: str | None = None
 
 
 @runtime_checkable

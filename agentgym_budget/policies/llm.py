@@ -6,7 +6,9 @@
 over the OpenAI protocol (``openai``).  The evaluator and the trainer both drive it: each turn
 it builds every pending episode's messages with
 :func:`~agentgym_budget.policies.prompting.build_messages`, asks the backend for all replies
-at once, and parses each with :func:`~agentgym_budget.policies.prompting.parse_action`.
+at once, and parses each with :func:`~agentgym_budget.policies.prompting.parse_action`
+(exact matching unless ``action_matching="fuzzy"``; a reply's command that is played in another
+spelling is kept in :attr:`~agentgym_budget.policies.base.PolicyReply.written_action`).
 An episode's sampling seed at turn ``t`` derives from (episode seed, ``t``) alone, so an
 episode's actions do not depend on which other episodes share its batches.
 
@@ -29,7 +31,8 @@ import numpy as np
 
 from agentgym_budget.policies.base import PolicyReply
 from agentgym_budget.policies.chat import ChatBackend, Message, Sampling
-from agentgym_budget.policies.prompting import SYSTEM_PROMPT, build_messages, parse_action, strip_imagined_observation
+from agentgym_budget.policies.prompting import (SYSTEM_PROMPT, build_messages, check_matching, parse_action,
+                                                strip_imagined_observation, written_command)
 
 __all__ = ["LLMEpisode", "LLMPolicy", "make_hf_policy", "make_openai_policy", "turn_seed"]
 
@@ -63,6 +66,10 @@ class LLMPolicy:
             reply, thought included: ReAct) or ``"actions"`` (``Action: <command>`` only, as
             verl-agent's ALFWorld prompts do: shorter prompts; what the trainer uses, as its
             earlier rollouts did).
+        action_matching: how a reply's command becomes an admissible one
+            (:func:`~agentgym_budget.policies.prompting.parse_action`): ``"exact"`` (up to case,
+            whitespace and trailing punctuation; anything else is played as written) or
+            ``"fuzzy"`` (also a misspelling, never a different number or word).
     """
 
     llm = True  # the evaluator keeps transcripts of LLM policies by default
@@ -74,7 +81,7 @@ class LLMPolicy:
 
     def __init__(self, backend: ChatBackend, sampling: Sampling = Sampling(), *, show_budget: bool = False,
                  list_admissible: bool = True, max_turns_shown: int | None = 20,
-                 system_prompt: str = SYSTEM_PROMPT, history: str = "replies") -> None:
+                 system_prompt: str = SYSTEM_PROMPT, history: str = "replies", action_matching: str = "exact") -> None:
         if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.max_new_tokens < 1:
             raise ValueError(f"need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1, got {sampling}")
         if max_turns_shown is not None and max_turns_shown < 1:
@@ -82,6 +89,7 @@ class LLMPolicy:
         if history not in ("replies", "actions"):
             raise ValueError(f"history must be 'replies' or 'actions', got {history!r}")
         self.history = history
+        self.action_matching = check_matching(action_matching)
         self.backend, self.sampling = backend, sampling
         self.name = backend.name
         self.show_budget = self.reads_budget = bool(show_budget)
@@ -115,10 +123,11 @@ class LLMPolicy:
         replies = []
         for state, obs, info, completion in zip(states, observations, infos, completions):
             reply = strip_imagined_observation(completion.text)
-            action = parse_action(reply, info.get("admissible_commands"))
+            action = parse_action(reply, info.get("admissible_commands"), matching=self.action_matching)
+            written = written_command(reply)
             state.history.append((obs, reply if self.history == "replies" else f"Action: {action}"))
             replies.append(PolicyReply(action, completion.text, completion.prompt_tokens, completion.completion_tokens,
-                                       completion))
+                                       completion, written_action=written if written != action else None))
         return replies
 
     def release(self, state: LLMEpisode) -> None:

@@ -8,8 +8,11 @@ local and served models):
   instructions and the task, then per turn a ``user`` message with the observation and an
   ``assistant`` message with what the model replied.  A tokenizer's chat template renders them
   (:func:`render_plain` for models without one);
-* :func:`parse_action` extracts the command from a reply and maps a near miss onto the
-  admissible commands.
+* :func:`parse_action` extracts the command from a reply and plays it as written — in the
+  admissible spelling when it is an admissible command up to case, whitespace and trailing
+  punctuation.  Mapping a near miss onto an admissible command is an explicit opt-in
+  (``matching="fuzzy"``) that never changes a number or swaps one word of the game for
+  another.
 
 Example:
     >>> messages = build_messages("put a mug in the sink", [("You are in a kitchen.", None)],
@@ -32,7 +35,8 @@ from collections.abc import Sequence
 
 from agentgym_budget.policies.chat import Message
 
-__all__ = ["SYSTEM_PROMPT", "build_messages", "parse_action", "render_plain", "strip_imagined_observation"]
+__all__ = ["ACTION_MATCHING", "SYSTEM_PROMPT", "build_messages", "check_matching", "parse_action", "render_plain",
+           "strip_imagined_observation", "written_command"]
 
 #: The instructions at the top of every conversation (the task follows them).
 SYSTEM_PROMPT = (
@@ -42,8 +46,16 @@ SYSTEM_PROMPT = (
 
 _ACTION_LINE = re.compile(r"^\s*action\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
 _THOUGHT_LINE = re.compile(r"^\s*(think|thought)\s*:", re.IGNORECASE)
-# Below this similarity a free-form action is kept as is (the env answers it in-game).
-_MIN_SIMILARITY = 0.8
+#: How :func:`parse_action` maps a written command onto the admissible ones: ``exact`` (the
+#: default: up to case, whitespace and trailing punctuation) or ``fuzzy`` (also a misspelling).
+ACTION_MATCHING = ("exact", "fuzzy")
+_TRAILING_PUNCTUATION = ".!?,;:"
+_QUOTES = "`'\""
+# Fuzzy matching: below this similarity two words are different words, not a typo.
+_MIN_WORD_SIMILARITY = 0.8
+# Words that name a different thing even when spelled alike (brown/crown), whatever the env lists.
+_COLOURS = frozenset({"black", "blue", "brown", "gold", "gray", "green", "grey", "orange", "pink", "purple", "red",
+                      "silver", "white", "yellow"})
 
 
 def build_messages(
@@ -120,19 +132,34 @@ def strip_imagined_observation(reply: str) -> str:
     return reply.split("Observation:", 1)[0].strip()
 
 
-def parse_action(text: str, admissible: Sequence[str] | None = None) -> str:
-    """The command in a model's reply.
+def check_matching(matching: str) -> str:
+    """``matching`` if it is a known matching mode (:data:`ACTION_MATCHING`), else a one-line ``ValueError``.
 
-    Rules, in order:
+    Example:
+        >>> check_matching("exact")
+        'exact'
+        >>> check_matching("closest")
+        Traceback (most recent call last):
+        ...
+        ValueError: action matching must be one of ('exact', 'fuzzy'), got 'closest'
+    """
+    if matching not in ACTION_MATCHING:
+        raise ValueError(f"action matching must be one of {ACTION_MATCHING}, got {matching!r}")
+    return matching
 
-    1. the text after the *last* ``Action:`` (case-insensitive) up to the end of its line;
-       without one, the first non-empty line that is not a ``Thought:``/``think:`` line (a
-       ReAct thought is not a command), else the first non-empty line;
-    2. surrounding whitespace, quotes, backticks and a final period are removed;
-    3. if ``admissible`` is given: a case-insensitive exact match returns that command;
-       otherwise the most similar command (``difflib`` ratio >= 0.8) is returned;
-    4. otherwise the cleaned text is returned as is (the env answers an unknown command
-       in-game, e.g. ``"Nothing happens."``); an empty reply becomes ``"look"``.
+
+def written_command(text: str) -> str:
+    """The command a model's reply names, cleaned but not matched (``""``: it names none).
+
+    The text after the *last* ``Action:`` (case-insensitive) up to the end of its line;
+    without one, the first non-empty line that is not a ``Thought:``/``think:`` line (a ReAct
+    thought is not a command), else the first non-empty line.  Surrounding whitespace, quotes
+    and backticks and trailing punctuation are removed, and runs of whitespace become one space;
+    the case is kept.
+
+    Example:
+        >>> written_command("Thought: the door.\\nAction:  Open   red door. ")
+        'Open red door'
     """
     matches = _ACTION_LINE.findall(text)
     if matches:
@@ -140,14 +167,82 @@ def parse_action(text: str, admissible: Sequence[str] | None = None) -> str:
     else:
         lines = [line for line in text.splitlines() if line.strip()]
         raw = next((line for line in lines if not _THOUGHT_LINE.match(line)), lines[0] if lines else "")
-    action = raw.strip().strip("`'\"").strip().rstrip(".").strip()
-    if not action:
+    return " ".join(raw.strip().strip(_QUOTES).rstrip(_TRAILING_PUNCTUATION + _QUOTES + " \t").split())
+
+
+def parse_action(text: str, admissible: Sequence[str] | None = None, *, matching: str = "exact") -> str:
+    """The command to play for a model's reply: the :func:`written_command`, in the admissible spelling when it is one.
+
+    1. the reply's :func:`written_command`; an empty one becomes ``"look"``;
+    2. if it equals an admissible command up to case, whitespace and trailing punctuation,
+       that command's own spelling is played;
+    3. only with ``matching="fuzzy"``: a near miss becomes the one admissible command it is a
+       misspelling of (see :func:`_misspelling_of`: same words in the same order, each
+       differing word a close spelling of the other; never a different number, never a word
+       that names another thing in the game, e.g. ``red`` for ``green``);
+    4. otherwise the written command is played as is: the env answers an unknown command
+       in-game (e.g. ``"Nothing happens."``) and the loss scores the tokens that chose it.
+
+    Example:
+        >>> doors = ["open blue door", "open green door", "take key"]
+        >>> parse_action("Action: OPEN  Blue door!", doors)
+        'open blue door'
+        >>> parse_action("Action: open red door", doors, matching="fuzzy")
+        'open red door'
+        >>> parse_action("Action: opn blue door", doors), parse_action("Action: opn blue door", doors, matching="fuzzy")
+        ('opn blue door', 'open blue door')
+    """
+    check_matching(matching)
+    command = written_command(text)
+    if not command:
         return "look"
-    if admissible:
-        by_lower = {command.lower(): command for command in admissible}
-        if action.lower() in by_lower:
-            return by_lower[action.lower()]
-        close = difflib.get_close_matches(action.lower(), list(by_lower), n=1, cutoff=_MIN_SIMILARITY)
-        if close:
-            return by_lower[close[0]]
-    return action
+    if not admissible:
+        return command
+    by_key = {_normal(candidate): candidate for candidate in admissible}
+    if _normal(command) in by_key:
+        return by_key[_normal(command)]
+    if matching == "fuzzy":
+        return _misspelling_of(command, admissible) or command
+    return command
+
+
+def _normal(command: str) -> str:
+    """The form two spellings of one command share: lower case, single spaces, no trailing punctuation."""
+    return " ".join(command.lower().split()).rstrip(_TRAILING_PUNCTUATION).strip()
+
+
+def _misspelling_of(command: str, admissible: Sequence[str]) -> str | None:
+    """The one admissible command that ``command`` misspells, or ``None`` (none, or more than one).
+
+    A candidate qualifies when it has as many words as ``command`` and every word that differs
+    is a typo: neither word holds a digit (a number is never changed: ``cabinet 9`` is not
+    ``cabinet 2``), the two are close spellings (``difflib`` ratio >= 0.8), and the written
+    word is not itself a word of an admissible command or a colour (then it names another
+    thing: ``drawer`` is not ``drawers`` when both occur, ``brown`` is not ``crown``).  When two
+    candidates qualify, the reply is ambiguous and played as written.
+
+    Example:
+        >>> _misspelling_of("go to cabnet 2", ["go to cabinet 2", "go to cabinet 9"])
+        'go to cabinet 2'
+        >>> _misspelling_of("go to cabinet 9", ["go to cabinet 2"]) is None
+        True
+    """
+    written = _normal(command).split()
+    vocabulary = {word for candidate in admissible for word in _normal(candidate).split()} | _COLOURS
+    found = [candidate for candidate in admissible
+             if _is_typo_of(written, _normal(candidate).split(), vocabulary)]
+    return found[0] if len(found) == 1 else None
+
+
+def _is_typo_of(written: list[str], candidate: list[str], vocabulary: set[str]) -> bool:
+    """Whether the words ``written`` are ``candidate``'s with typos only (see :func:`_misspelling_of`)."""
+    if len(written) != len(candidate):
+        return False
+    for mine, theirs in zip(written, candidate):
+        if mine == theirs:
+            continue
+        if any(ch.isdigit() for ch in mine + theirs) or mine in vocabulary:
+            return False
+        if difflib.SequenceMatcher(None, mine, theirs).ratio() < _MIN_WORD_SIMILARITY:
+            return False
+    return True

@@ -14,6 +14,10 @@ Example:
     Traceback (most recent call last):
     ...
     ValueError: advantage must be one of ('grpo', 'rloo'), got 'ppo'
+    >>> TrainConfig(action_matching="fuzzy")
+    Traceback (most recent call last):
+    ...
+    ValueError: action_matching must be 'exact' for training, got 'fuzzy': the loss must score the tokens that determined the action, and a fuzzy match plays another command
 """
 
 from __future__ import annotations
@@ -83,6 +87,10 @@ class TrainConfig:
     """at most this many recent (observation, action) turns in the prompt (``None``: all that fit)"""
     list_admissible: bool = True
     """list ``info["admissible_commands"]`` in the prompt"""
+    action_matching: str = "exact"
+    """how a reply's command is matched to the admissible ones: ``exact`` only (case, whitespace and
+    trailing punctuation aside, it is played as written; ``fuzzy``, which the evaluator offers, is
+    refused: the loss must score the tokens that determined the action)"""
     rollout_shards: int = 1
     """split an update's groups into this many batched-generation calls, each with its own sampling seed
     (part of the result: the same shards give the same episodes on every backend)"""
@@ -238,6 +246,9 @@ class TrainConfig:
             raise ValueError(f"process_gamma must be in (0, 1], got {self.process_gamma}")
         if self.max_turns_shown is not None and self.max_turns_shown < 1:
             raise ValueError(f"max_turns_shown must be >= 1 or None, got {self.max_turns_shown}")
+        if self.action_matching != "exact":
+            raise ValueError(f"action_matching must be 'exact' for training, got {self.action_matching!r}: the loss "
+                             "must score the tokens that determined the action, and a fuzzy match plays another command")
         self.eval_ks, self.eval_ts = tuple(self.eval_ks), tuple(self.eval_ts)
         if max(self.eval_ks) > self.eval_attempts:
             raise ValueError(f"eval_ks up to {max(self.eval_ks)} need eval_attempts >= that, got {self.eval_attempts}")

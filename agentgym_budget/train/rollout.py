@@ -9,8 +9,9 @@ policy, batched KV-cache generation and reply parser the evaluator's ``hf`` poli
 keeps, per turn, the prompt's token ids and the sampled reply tokens (what the loss scores).
 Every turn of every running episode goes through one batched generation; an episode's
 tokens are drawn from its own seed (from the sampling seed and its index), so they do not
-depend on which episodes share a batch.  A reply that is no command gets the env's own
-``"Nothing happens."``.
+depend on which episodes share a batch.  A reply's command is played as written (exact
+matching: never mapped onto a similar admissible command, whose outcome the loss would credit to
+tokens that named another one); one that is no command gets the env's own ``"Nothing happens."``.
 
 Example:
     >>> from agentgym_budget.train import TrainConfig, make_train_env, tiny_model_and_tokenizer
@@ -93,13 +94,15 @@ def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature
 
     The budget reaches the model only through the env's observations (``show_budget`` is the
     env's, see :func:`make_train_env`), so the policy itself does not read it.  Earlier turns
-    show the model's actions, not its whole replies (``history="actions"``).
+    show the model's actions, not its whole replies (``history="actions"``).  Commands are matched
+    exactly (``config.action_matching``, which :class:`TrainConfig` keeps at ``"exact"``): a command
+    is played as the sampled tokens wrote it, so the loss credits those tokens with its outcome.
     """
     sampling = Sampling(temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
                         max_new_tokens=config.max_new_tokens)
     backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})")
     return LLMPolicy(backend, sampling, list_admissible=config.list_admissible,
-                     max_turns_shown=config.max_turns_shown, history="actions")
+                     max_turns_shown=config.max_turns_shown, history="actions", action_matching=config.action_matching)
 
 
 @torch.no_grad()

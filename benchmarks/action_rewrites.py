@@ -1,0 +1,150 @@
+"""How often the old closest-match rule of ``parse_action`` played another command than the reply wrote.
+
+Until issue 25, ``parse_action`` played the admissible command most similar to the reply's
+command (``difflib`` ratio >= 0.8 over the whole command): "open red door" became "open green
+door", "go to cabinet 9" became "go to cabinet 2".  Now the command is played as written
+(exact matching, up to case, whitespace and trailing punctuation); near misses are mapped only
+with ``matching="fuzzy"``, which never changes a number or swaps a word.
+
+This plays ``--episodes`` episodes with the format-warmed-up tiny model (the trainer's starting
+point: :func:`~agentgym_budget.train.warmup.format_warmup`, sampled at temperature 1 through
+:func:`~agentgym_budget.train.rollout.training_policy`, commands played exactly) and, for every
+turn, compares the command each rule plays:
+
+* ``old != exact``: turns the old rule rewrote into another command; of those, ``crossed``: the
+  rewrite named another colour or number (its colour words and numbers differ from the written
+  command's), i.e. it credited the reply's tokens with the outcome of a different object;
+* ``fuzzy != exact``: turns the new opt-in fuzzy rule rewrites (typos only).
+
+The old rule is rebuilt here (:func:`old_closest_match`): the library no longer has it.
+
+Run (KeyDoor: about a CPU-minute for two seeds; ALFWorld: about 5 CPU-minutes, nearly all of it the warm-up):
+    python benchmarks/action_rewrites.py --env KeyDoor-v0 --episodes 256
+    python benchmarks/action_rewrites.py --env ALFWorld-v0 --episodes 64 --budget fixed:10 --max-new-tokens 24
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import sys
+import time
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from agentgym_budget.envs.toy.key_door import COLOURS  # noqa: E402
+from agentgym_budget.policies.prompting import parse_action, strip_imagined_observation  # noqa: E402
+
+# The old rule's own line patterns, frozen with it (the library's may change).
+_ACTION_LINE = re.compile(r"^\s*action\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
+_THOUGHT_LINE = re.compile(r"^\s*(think|thought)\s*:", re.IGNORECASE)
+
+
+def old_closest_match(text: str, admissible: Sequence[str]) -> str:
+    """``parse_action`` as it was before issue 25 (at 01caa2b), kept here only to count its rewrites."""
+    matches = _ACTION_LINE.findall(text)
+    if matches:
+        raw = matches[-1]
+    else:
+        lines = [line for line in text.splitlines() if line.strip()]
+        raw = next((line for line in lines if not _THOUGHT_LINE.match(line)), lines[0] if lines else "")
+    action = raw.strip().strip("`'\"").strip().rstrip(".").strip()
+    if not action:
+        return "look"
+    by_lower = {command.lower(): command for command in admissible}
+    if action.lower() in by_lower:
+        return by_lower[action.lower()]
+    close = difflib.get_close_matches(action.lower(), list(by_lower), n=1, cutoff=0.8)
+    return by_lower[close[0]] if close else action
+
+
+def names_another_object(played: str, written: str) -> bool:
+    """Whether ``played`` names other colours (KeyDoor's) or numbers than ``written`` (another door, another cabinet)."""
+    def objects(command: str) -> set[str]:
+        return {w for w in command.lower().split() if w in COLOURS or any(ch.isdigit() for ch in w)}
+    return objects(played) != objects(written)
+
+
+def count_turns(env_id: str, budget: str, episodes: int, warmup_steps: int, max_new_tokens: int, seed: int,
+                batch: int) -> Counter:
+    import torch
+
+    from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+    from agentgym_budget.train import TrainConfig
+    from agentgym_budget.train.rollout import make_train_env, training_policy
+    from agentgym_budget.train.warmup import format_warmup
+
+    torch.set_num_threads(1)
+    start = time.perf_counter()
+    model, tokenizer = tiny_model_and_tokenizer(env_id, seed=seed)
+    format_warmup(model, tokenizer, env_id, steps=warmup_steps, seed=seed)
+    print(f"{env_id}: format warm-up {warmup_steps} steps ({time.perf_counter() - start:.0f} s)", flush=True)
+    config = TrainConfig(env_id=env_id, budget=budget, max_new_tokens=max_new_tokens, seed=seed)
+    policy = training_policy(model.eval(), tokenizer, config)
+    counts: Counter = Counter()
+    for first in range(0, episodes, batch):
+        seeds = range(10_000 * (seed + 1) + first, 10_000 * (seed + 1) + min(first + batch, episodes))
+        _play(policy, [make_train_env(config) for _ in seeds], list(seeds), counts)
+    print(f"{env_id}: {episodes} episodes played ({time.perf_counter() - start:.0f} s)", flush=True)
+    return counts
+
+
+def _play(policy, envs, seeds: list[int], counts: Counter) -> None:
+    """Play one episode per env with ``policy`` (exact matching), counting what each rule would have played."""
+    states = [policy.start(s) for s in seeds]
+    observations, infos = map(list, zip(*(env.reset(seed=s) for env, s in zip(envs, seeds))))
+    running, ended = list(range(len(envs))), [False] * len(envs)
+    while running:
+        replies = policy.act_batch([states[i] for i in running], [observations[i] for i in running],
+                                   [infos[i] for i in running])
+        for i, reply in zip(running, replies):
+            _count(strip_imagined_observation(reply.text), reply.action, infos[i]["admissible_commands"], counts)
+            observations[i], _, terminated, truncated, infos[i] = envs[i].step(reply.action)
+            ended[i] = bool(terminated or truncated)
+        running = [i for i in running if not ended[i]]
+    for env in envs:
+        env.close()
+
+
+def _count(reply: str, played: str, admissible: Sequence[str], counts: Counter) -> None:
+    old = old_closest_match(reply, admissible)
+    counts["turns"] += 1
+    counts["exact: not admissible"] += played not in admissible
+    if old != played:
+        counts["old != exact"] += 1
+        counts["old != exact, crossed a colour/number"] += names_another_object(old, played)
+    counts["fuzzy != exact"] += parse_action(reply, admissible, matching="fuzzy") != played
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--env", default="KeyDoor-v0")
+    parser.add_argument("--budget", default="mix:2,3,4,6")
+    parser.add_argument("--episodes", type=int, default=256)
+    parser.add_argument("--warmup-steps", type=int, default=150)
+    parser.add_argument("--max-new-tokens", type=int, default=12)
+    parser.add_argument("--seeds", default="0", help="comma list: one warmed-up model per seed")
+    parser.add_argument("--batch", type=int, default=32, help="episodes per batched generation")
+    args = parser.parse_args()
+    total: Counter = Counter()
+    for seed in (int(s) for s in args.seeds.split(",")):
+        counts = count_turns(args.env, args.budget, args.episodes, args.warmup_steps, args.max_new_tokens, seed,
+                             args.batch)
+        print(f"seed {seed}: {_report(counts)}", flush=True)
+        total.update(counts)
+    print(f"all: {_report(total)}")
+
+
+def _report(counts: Counter) -> str:
+    turns = max(counts["turns"], 1)
+    return ", ".join(f"{key} {counts[key]} ({100 * counts[key] / turns:.1f} %)" if key != "turns" else
+                     f"turns {counts[key]}" for key in ("turns", "exact: not admissible", "old != exact",
+                                                        "old != exact, crossed a colour/number", "fuzzy != exact"))
+
+
+if __name__ == "__main__":
+    main()
