@@ -422,6 +422,8 @@ def test_cli_eval_through_the_real_server_with_token_counts_and_resume(llama: Ll
     (cut / "episodes.run.json").write_text((tmp_path / "full" / "episodes.run.json").read_text())
     lines = (tmp_path / "full" / "episodes.jsonl").read_text().splitlines(keepends=True)
     (cut / "episodes.jsonl").write_text("".join(lines[:3]))
+    # the transcripts file as a run killed later left it (an episode without its transcript is run again)
+    (cut / "transcripts.jsonl.gz").write_bytes((tmp_path / "full" / "transcripts.jsonl.gz").read_bytes())
     before = _posts(llama)
     assert main(_eval_args(llama.base_url, llama.model, cut, "--resume")) == 0
     assert _posts(llama) - before == sum(e["turns"] for e in episodes[3:])
