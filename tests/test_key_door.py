@@ -49,10 +49,13 @@ def test_same_seed_same_episode_and_tasks_cover_all_ids():
 
 def test_splits_partition_the_pairs_and_every_colour_is_a_training_goal_and_distractor():
     train, test = set(SPLITS["train"]), set(SPLITS["test"])
-    assert not train & test and train | test == set(TASK_IDS) and (len(train), len(test)) == (10, 2)
-    assert {c for t in test for c in t.split("-")} == set(COLOURS)
+    assert not train & test and train | test == set(TASK_IDS) and (len(train), len(test)) == (8, 4)
+    door_pairs = {split: {frozenset(t.split("-")) for t in ids} for split, ids in (("train", train), ("test", test))}
+    assert not door_pairs["train"] & door_pairs["test"]  # held-out set-ups show doors never seen together
+    for doors in door_pairs["train"]:  # either door is the goal: no shortcut without reading the task
+        assert {"-".join(sorted(doors)), "-".join(sorted(doors, reverse=True))} <= train
     for colour in COLOURS:
-        assert sum(t.startswith(colour + "-") for t in train) >= 2 and sum(t.endswith("-" + colour) for t in train) >= 2
+        assert sum(t.startswith(colour + "-") for t in train) == 2 and sum(t.startswith(colour + "-") for t in test) == 1
     for split, ids in (("train", train), ("test", test)):
         env = gym.make("KeyDoor-v0", split=split)
         setups = {env.reset(seed=s)[1]["game"] for s in range(400)}

@@ -17,13 +17,14 @@ about 30% of episodes within 4 turns, and 11% within 2 (the numbers are exact; s
 
 Tasks are the 12 ordered (goal, distractor) pairs of four colours; ``reset(seed=...)``
 draws one (and the door order) from ``self.np_random``, ``reset(options={"task": "red-blue"})``
-picks ``goal-distractor`` explicitly.  ``split`` restricts the draws: ``"test"`` holds out the
-pairs red-blue and green-yellow (4 set-ups with the door order), ``"train"`` has the other 10
-(20 set-ups); ``"all"`` (the default) draws from all 12.  A policy that reads the task solves
-the held-out pairs; one that learnt a shortcut does not: in training, a hall with a red and a
-blue door always has the goal blue, so "open blue when you see red and blue" fits 2 of the 20
-training set-ups and fails every held-out red-blue one.  (Any held-out set-up has such a
-shortcut: the training set-ups with the same doors have the other goal.)
+picks ``goal-distractor`` explicitly.  ``split`` restricts the draws: ``"test"`` holds out
+every set-up whose doors are red and blue or green and yellow (4 pairs, 8 set-ups with the door
+order), ``"train"`` has the other 8 pairs (16 set-ups); ``"all"`` (the default) draws from all
+12.  In ``train`` each pair of doors is seen with either door as the goal, so no policy can do
+better than chance there without reading the task; ``test`` then asks for the same reading
+with door pairs never seen in training (each colour is a goal in both splits).  Holding out
+single pairs instead would leave a shortcut that the held-out set-ups punish: with red-blue
+held out, a hall with a red and a blue door always has the goal blue in training.
 
 Example:
     >>> import gymnasium as gym
@@ -39,7 +40,7 @@ Example:
     >>> reward, terminated, info["won"]
     (1.0, True, True)
     >>> sorted({gym.make("KeyDoor-v0", split="test").reset(seed=s)[1]["game"] for s in range(50)})
-    ['green-yellow:green,yellow', 'green-yellow:yellow,green', 'red-blue:blue,red', 'red-blue:red,blue']
+    ['blue-red:blue,red', 'blue-red:red,blue', 'green-yellow:green,yellow', 'green-yellow:yellow,green', 'red-blue:blue,red', 'red-blue:red,blue', 'yellow-green:green,yellow', 'yellow-green:yellow,green']
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ __all__ = ["COLOURS", "SPLITS", "TASK_IDS", "KeyDoorEnv"]
 COLOURS: tuple[str, ...] = ("red", "blue", "green", "yellow")
 #: Every task id, ``"<goal>-<distractor>"``.
 TASK_IDS: tuple[str, ...] = tuple(f"{g}-{d}" for g, d in itertools.permutations(COLOURS, 2))
-#: The held-out pairs: two goals, each colour in one of them.
-_TEST_IDS: tuple[str, ...] = ("red-blue", "green-yellow")
+#: The held-out pairs: every pair whose doors are red and blue or green and yellow.
+_TEST_IDS: tuple[str, ...] = ("red-blue", "blue-red", "green-yellow", "yellow-green")
 #: The task ids of each ``split``.
 SPLITS: dict[str, tuple[str, ...]] = {
     "all": TASK_IDS,
