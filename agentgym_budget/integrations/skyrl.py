@@ -36,8 +36,11 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
 * ``done`` is ``terminated or truncated``: SkyRL's step output has one flag, so
   ``metadata["terminated"]`` / ``metadata["truncated"]`` tell which (with ``budget``, ``turn``,
   ``turns_left``, ``won``, the parsed ``command``); ``get_metrics()`` reports the episode.
-* An env that raises is not caught here: the episode is SkyRL's (its generator runs it and
-  owns retries); see the fault policy in ``docs/integrations.md``.
+* **An env that raises** (in ``init`` or ``step``) is closed and its exception re-raised, with a
+  note naming the env, seed and turn: the trajectory is SkyRL's, and only its generator can
+  drop it (``generator.skip_failed_rollouts``, proposed in SkyRL #1613, masks a failed
+  trajectory's loss).  Turning the error into a finished episode with reward 0 would put an
+  infrastructure fault into the group's advantages as a lost game.
 
 Example:
     >>> import skyrl_gym
@@ -69,17 +72,18 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import gymnasium as gym
 
 from agentgym_budget._optional import require
 from agentgym_budget.envs.registration import FAMILIES
-from agentgym_budget.integrations.session import BudgetSession, Wrapper, format_turn
+from agentgym_budget.integrations.session import BudgetSession, EpisodeOver, Wrapper, format_turn
 from agentgym_budget.policies.prompting import check_matching, parse_action
 from agentgym_budget.wrappers import ProcessReward
 from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
@@ -134,16 +138,18 @@ class SkyRLBudgetEnv(BaseTextEnv):
         progress = self.extras.get("progress")
         if progress is None:  # SkyRL passes none: the shared counter of this env config (module docstring)
             progress = _advance(self.progress_key, 0 if self.counts_steps else 1)
-        self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
-                           progress=progress)
         self.turns = 0
+        with self._closed_on_fault("init"):
+            self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
+                               progress=progress)
         first = {"role": "user", "content": format_turn(self.session, self.list_commands)}
         return [*prompt, first], self._metadata()
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """Play the command in ``action`` (the model's reply); the next observation, reward, done."""
         command = parse_action(action, self.session.admissible_commands, matching=self.action_matching)
-        self.session.step(command)
+        with self._closed_on_fault(f"step {self.turns + 1}"):
+            self.session.step(command)
         self.turns += 1
         if self.counts_steps and "progress" not in self.extras:
             _advance(self.progress_key, 1)
@@ -159,6 +165,20 @@ class SkyRLBudgetEnv(BaseTextEnv):
 
     def close(self) -> None:
         self.session.close()
+
+    @contextlib.contextmanager
+    def _closed_on_fault(self, where: str) -> Iterator[None]:
+        """Close the env if the body raises (SkyRL may never call ``close`` after an error) and say where."""
+        try:
+            yield
+        except EpisodeOver:
+            raise
+        except Exception as error:
+            with contextlib.suppress(Exception):  # a broken env's close must not hide its fault
+                self.session.close()
+            error.add_note(f"{self.session.env_id} (seed {self.extras.get('seed')}) raised at {where}; the env "
+                           f"is closed and this trajectory is lost")
+            raise
 
     def _metadata(self) -> dict[str, Any]:
         return {**self.session.public_info(), "terminated": self.session.terminated,
