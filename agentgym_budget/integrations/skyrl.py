@@ -101,12 +101,15 @@ ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands"
 _progress: dict[str, float] = {}  # shared_progress's counters, by _progress_key
 _progress_lock = threading.Lock()  # SkyRL may init envs from an executor's threads
 
+
 class SkyRLBudgetEnv(BaseTextEnv):
     """A SkyRL ``BaseTextEnv`` over one budgeted text env (see the module docstring).
 
     Args:
-        env_config: ``budget``, ``action_matching`` and ``make_budget_env`` kwargs (``env_id`` too, unless given).
-        extras: the episode: ``seed``, ``budget`` (forced), ``options`` (env reset options).
+        env_config: ``budget``, ``action_matching``, ``list_commands``, ``process_reward`` and ``make_budget_env``
+            kwargs (``env_id`` too, unless given); other keys are refused.
+        extras: the episode: ``seed``, ``budget`` (forced), ``options`` (env reset options), ``progress``
+            (curriculum progress; default: :func:`shared_progress`'s counter, advanced by this episode).
         env_id: the registered id (set by :func:`register_skyrl_envs`).
         wrappers: extra wrappers on top of the budgeted env (e.g. ``ProcessReward``).
     """
