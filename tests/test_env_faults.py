@@ -112,3 +112,16 @@ def test_a_failing_episode_costs_its_group_not_the_update(faults, tmp_path):
     assert [h["episodes"] for h in history] == [2, 6]  # the failed episodes are not counted as played
     assert history[0]["zero_advantage_groups"] >= 0.5  # the dropped group gives no policy-gradient signal
     assert all(math.isfinite(h["loss"]) for h in history)
+
+
+def test_the_retry_draws_the_budget_the_first_attempt_drew(faults):
+    # a curriculum at its end: a fresh env (progress 0) would draw 4 turns unless the progress is carried over
+    config = TrainConfig(env_id="KeyDoor-v0", budget="curriculum:4->2@10", max_new_tokens=4, torch_threads=1)
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    envs = [rollout.make_train_env(config) for _ in range(2)]
+    for env in envs:
+        env.get_wrapper_attr("set_progress")(10)
+    faults.seeds, faults.turn, faults.budget = {9}, 1, 1
+    with pytest.warns(RuntimeWarning, match="seed 9 raised at step 1"):
+        episodes = collect_episodes(model, tokenizer, envs, seeds=[9, 9], config=config, sampling_seed=0)
+    assert [(e.env_failures, e.budget, len(e.turns)) for e in episodes] == [(1, 2, 2), (0, 2, 2)]
