@@ -214,4 +214,5 @@ def test_an_env_that_raises_costs_its_episode_not_the_session() -> None:
 
     response = http_client(wrappers=[RaisesAtReset]).post("/reset", json={"seed": 0})
     assert response.status_code == 500
-    assert response.json()["detail"].startswith("the env raised at reset: OSError: engine crashed; this episode is lost")
+    detail = response.json()["detail"]
+    assert detail.startswith("the env raised at reset: OSError: engine crashed; this episode is lost")

@@ -15,8 +15,8 @@ from skyrl_gym.metrics import aggregate_for_environment  # noqa: E402
 
 import agentgym_budget  # noqa: E402,F401
 from agentgym_budget.integrations.session import BudgetSession  # noqa: E402
-from agentgym_budget.integrations.skyrl import (SkyRLBudgetEnv, register_skyrl_envs, reset_shared_progress,  # noqa: E402
-                                                shared_progress)
+from agentgym_budget.integrations.skyrl import (  # noqa: E402
+    SkyRLBudgetEnv, register_skyrl_envs, reset_shared_progress, shared_progress)
 from agentgym_budget.wrappers import ProcessReward  # noqa: E402
 
 SYSTEM = [{"role": "system", "content": "You play a text game. Answer with 'Action: <command>'."}]

@@ -235,7 +235,7 @@ def _check_keys(env_id: str, config: Mapping[str, Any]) -> None:
 
 
 def _env_keywords(env_id: str) -> frozenset[str] | None:
-    """The keyword arguments ``env_id``'s env (an ``X-Budget-v0`` id: its ``X-v0`` env) takes; ``None`` for ``**kwargs``."""
+    """The keyword arguments ``env_id``'s env takes (for ``X-Budget-v0``: ``X-v0``'s); ``None`` for ``**kwargs``."""
     spec = gym.spec(env_id)
     if "env_id" in spec.kwargs:  # an X-Budget-v0 id: make_budget_env of its base id
         spec = gym.spec(spec.kwargs["env_id"])

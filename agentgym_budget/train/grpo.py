@@ -47,7 +47,8 @@ import torch
 from agentgym_budget.train.kernels import token_logprobs, token_logprobs_reference
 from agentgym_budget.train.rollout import Episode
 
-__all__ = ["TurnSample", "action_logprobs", "collate", "drop_failed_groups", "group_advantages", "process_returns_to_go", "turn_samples"]
+__all__ = ["TurnSample", "action_logprobs", "collate", "drop_failed_groups", "group_advantages",
+           "process_returns_to_go", "turn_samples"]
 
 
 def group_advantages(
