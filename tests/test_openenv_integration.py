@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -139,3 +140,79 @@ def test_a_client_that_dies_mid_episode_does_not_leak_its_env() -> None:
             result = client.reset(seed=0)
             assert (result.observation.turn, result.observation.budget) == (0, 4)
         assert LiveEnvs.made == 2
+
+
+# -- OpenEnv's own app over HTTP (its FastAPI app, a test client) ---------------------------------------------------
+def http_client(**app_kwargs):
+    from fastapi.testclient import TestClient
+
+    from agentgym_budget.integrations.openenv_env import make_openenv_app
+
+    return TestClient(make_openenv_app("KeyDoor-Budget-v0", budget="mix:2,3", **app_kwargs),
+                      raise_server_exceptions=False)
+
+
+def test_http_state_serves_the_budget_fields() -> None:
+    state = http_client().get("/state")
+    assert state.status_code == 200
+    body = state.json()
+    assert body["env_id"] == "KeyDoor-Budget-v0" and body["budget"] in (2, 3) and body["turns_left"] == body["budget"]
+    assert set(body) >= {"episode_id", "step_count", "env_id", "budget", "turns_left"}
+
+
+@pytest.mark.parametrize("path, body, status, message", [
+    ("/reset", {"seed": 0, "budget": "abc"}, 400, r"^budget must be a positive integer, got 'abc'$"),
+    ("/reset", {"seed": 0, "budget": 0}, 400, r"^budget must be a positive integer, got 0$"),
+    ("/reset", {"seed": 0, "progress": -1}, 400, r"^progress must be a number >= 0, got -1$"),
+    ("/reset", {"seed": 0, "task": "nope"}, 400, r"^reset refused: unknown KeyDoor task 'nope'"),
+    # HTTP is stateless in OpenEnv: a /step meets a fresh env, and is told where episodes are played
+    ("/step", {"action": {"command": "look"}}, 409, r"^the episode has not started: call reset first .*WebSocket"),
+    ("/step", {"action": {"command": 5}}, 422, None),  # OpenEnv's own validation of the action
+])
+def test_bad_input_is_a_4xx_with_a_message(path, body, status, message) -> None:
+    response = http_client().post(path, json=body)
+    assert response.status_code == status
+    detail = response.json()["detail"]
+    if message is not None:
+        assert isinstance(detail, str) and "\n" not in detail
+        assert re.search(message, detail), detail
+    assert http_client().post("/reset", json={"seed": 0, "budget": 2}).status_code == 200  # good input still plays
+
+
+class RaisesOnSecondStep(gym.Wrapper):
+    """The first episode of the first env made raises at its second step (a backend that dies once)."""
+
+    left = 1
+
+    def step(self, action):
+        if self.get_wrapper_attr("turns_left") == self.get_wrapper_attr("budget") - 1 and RaisesOnSecondStep.left:
+            RaisesOnSecondStep.left -= 1
+            raise ConnectionError("backend lost")
+        return self.env.step(action)
+
+
+def test_an_env_that_raises_costs_its_episode_not_the_session() -> None:
+    LiveEnvs.open = LiveEnvs.made = 0
+    RaisesOnSecondStep.left = 1
+    with serve("KeyDoor-Budget-v0", budget=3, wrappers=[LiveEnvs, RaisesOnSecondStep]) as url:
+        with BudgetEnvClient(base_url=url).sync() as client:
+            client.reset(seed=0, task="red-blue")
+            client.step(TextAction(command="take key"))
+            with pytest.raises(RuntimeError, match=r"the env raised at step 2: ConnectionError: backend lost; "
+                                                   r"this episode is lost"):
+                client.step(TextAction(command="open red door"))
+            assert (LiveEnvs.made, LiveEnvs.open) == (2, 1)  # the raising env was closed and replaced
+            # the same session plays the episode again (the client's retry: same seed)
+            client.reset(seed=0, task="red-blue")
+            client.step(TextAction(command="take key"))
+            result = client.step(TextAction(command="open red door"))
+            assert (result.observation.won, result.done, result.reward) == (True, True, 1.0)
+    # over HTTP the fault is a 500 with the message, not a bare one
+    class RaisesAtReset(gym.Wrapper):
+        def reset(self, **kwargs):
+            raise OSError("engine crashed")
+
+    response = http_client(wrappers=[RaisesAtReset]).post("/reset", json={"seed": 0})
+    assert response.status_code == 500
+    detail = response.json()["detail"]
+    assert detail.startswith("the env raised at reset: OSError: engine crashed; this episode is lost")

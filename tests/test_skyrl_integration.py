@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 
+import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -14,7 +15,8 @@ from skyrl_gym.metrics import aggregate_for_environment  # noqa: E402
 
 import agentgym_budget  # noqa: E402,F401
 from agentgym_budget.integrations.session import BudgetSession  # noqa: E402
-from agentgym_budget.integrations.skyrl import SkyRLBudgetEnv, register_skyrl_envs  # noqa: E402
+from agentgym_budget.integrations.skyrl import (  # noqa: E402
+    SkyRLBudgetEnv, register_skyrl_envs, reset_shared_progress, shared_progress)
 from agentgym_budget.wrappers import ProcessReward  # noqa: E402
 
 SYSTEM = [{"role": "system", "content": "You play a text game. Answer with 'Action: <command>'."}]
@@ -139,3 +141,84 @@ def test_a_curriculum_follows_the_progress_the_trainer_passes() -> None:
         budgets.append(env.init([])[1]["budget"])
         env.close()
     assert budgets == [8, 5, 2, 2]
+
+
+def _budgets(config: DictConfig, episodes: int, reply: str = "Action: look") -> list[int]:
+    """Each episode's budget, every episode made and played as SkyRL's generator does (no progress in extras)."""
+    budgets = []
+    for seed in range(episodes):
+        _, outputs, _ = agent_loop("KeyDoor-Budget-v0", config, {"seed": seed}, lambda chat: reply)
+        budgets.append(outputs[-1]["metadata"]["budget"])
+    return budgets
+
+
+def test_a_curriculum_advances_over_trajectories_made_through_skyrl_gym_make() -> None:
+    register_skyrl_envs()
+    reset_shared_progress()
+    config = DictConfig({"budget": "curriculum:6->2@4"})
+    assert _budgets(config, 6) == [6, 5, 4, 3, 2, 2]  # a fresh env per trajectory, and still the curriculum moves
+    assert shared_progress("KeyDoor-Budget-v0", config) == 6
+    # another env config is another curriculum; the counters start again on request
+    assert _budgets(DictConfig({"budget": "curriculum:6->2@4", "show_budget": True}), 2) == [6, 5]
+    reset_shared_progress()
+    assert _budgets(config, 1) == [6]
+
+
+def test_a_curriculum_in_steps_counts_every_envs_steps() -> None:
+    register_skyrl_envs()
+    reset_shared_progress()
+    config = DictConfig({"budget": "curriculum:6->2@8steps"})
+    # "look" never ends a KeyDoor episode: each runs to its budget; progress = the steps before it
+    assert _budgets(config, 3) == [6, 3, 2]  # progress 0, 6, 9
+    assert shared_progress("KeyDoor-Budget-v0", config) == 6 + 3 + 2
+
+
+def test_wrappers_and_budget_options_through_env_config() -> None:
+    register_skyrl_envs()
+    for setting in ("invalid_penalty", {"signal": "invalid_penalty", "coef": 0.5, "potential_based": False}):
+        config = DictConfig({"budget": 3, "show_budget": True, "process_reward": setting})
+        env = skyrl_gym.make("KeyDoor-Budget-v0", env_config=config, extras={"seed": 0})
+        prompt, _ = env.init([])
+        assert "[Turns left: 3 of 3]" in prompt[-1]["content"]  # show_budget reached TurnBudget
+        out = env.step("Action: dance")
+        assert out["reward"] < 0 and out["metadata"]["process_reward"] < 0  # ProcessReward is on top
+        env.close()
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"budget": 3, "show_budgte": True}, r"^unknown env_config key 'show_budgte' for KeyDoor-Budget-v0; known: "),
+    ({"budget": 3, "process_reward": {"signal": "subgoal", "coeff": 1}},
+     r"^env_config process_reward: got an unexpected keyword argument 'coeff'$"),
+])
+def test_a_wrong_env_config_key_is_a_one_line_error(config, message) -> None:
+    register_skyrl_envs()
+    with pytest.raises(ValueError, match=message) as error:
+        skyrl_gym.make("KeyDoor-Budget-v0", env_config=DictConfig(config), extras={"seed": 0})
+    assert "\n" not in str(error.value)
+
+
+class RaisesOnStep(gym.Wrapper):
+    """An env whose backend dies at the second step; records whether it was closed."""
+
+    closed = False
+
+    def step(self, action):
+        if self.get_wrapper_attr("turns_left") == self.get_wrapper_attr("budget") - 1:
+            raise ConnectionError("backend lost")
+        return self.env.step(action)
+
+    def close(self):
+        RaisesOnStep.closed = True
+        super().close()
+
+
+def test_an_env_that_raises_is_closed_and_its_error_reaches_skyrl_not_a_fake_reward() -> None:
+    RaisesOnStep.closed = False
+    env = SkyRLBudgetEnv({"budget": 3}, {"seed": 4}, env_id="KeyDoor-Budget-v0", wrappers=[RaisesOnStep])
+    env.init([])
+    assert not env.step("Action: look")["done"]
+    with pytest.raises(ConnectionError, match="backend lost") as error:
+        env.step("Action: look")
+    assert error.value.__notes__ == ["KeyDoor-Budget-v0 (seed 4) raised at step 2; the env is closed and this "
+                                     "trajectory is lost"]
+    assert RaisesOnStep.closed

@@ -17,6 +17,18 @@
 OpenEnv's stateless HTTP ``/reset`` and ``/step`` build a fresh env per request, so episodes
 need the WebSocket session (what ``EnvClient`` uses).
 
+Errors, over HTTP and the WebSocket alike, are one-line messages: a reset argument the env
+refuses (a budget that is no positive integer, an unknown task) is :class:`InvalidRequest`
+(HTTP 400); a step before ``reset`` or after the episode ended is
+:class:`~agentgym_budget.integrations.session.EpisodeOver` (HTTP 409; over HTTP every ``/step``
+meets a fresh env, so the message points to the WebSocket session).  OpenEnv registers
+``GET /state`` with its base ``State`` as the response model, which drops a subclass's fields;
+:func:`make_openenv_app` registers it again for :class:`BudgetState`, so the budget fields are
+served.  **Fault policy:** an env that raises in ``reset`` or ``step`` loses its episode, not its
+session: the session's env is replaced by a fresh one and the error is reported as
+:class:`EnvFault` (HTTP 500 with the message); the client's next ``reset`` plays on (the
+episode's retry is the client's, which holds the episode's seed).
+
 Example:
     >>> from agentgym_budget.integrations.openenv_env import BudgetEnvClient, TextAction, serve
     >>> with serve("KeyDoor-Budget-v0", budget="mix:2,3") as url:
@@ -40,7 +52,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.integrations.session import BudgetSession, Wrapper
+from agentgym_budget.integrations.session import BudgetSession, EpisodeOver, Wrapper
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 if TYPE_CHECKING:
@@ -56,9 +68,17 @@ from openenv.core.env_server.types import ConcurrencyConfig  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 __all__ = [
-    "BudgetEnvClient", "BudgetEnvironment", "BudgetState", "TextAction", "TextObservation", "make_openenv_app",
-    "serve",
+    "BudgetEnvClient", "BudgetEnvironment", "BudgetState", "EnvFault", "InvalidRequest", "TextAction",
+    "TextObservation", "make_openenv_app", "serve",
 ]
+
+
+class InvalidRequest(ValueError):
+    """A reset argument the env refuses (HTTP 400): the request, not the server, is at fault."""
+
+
+class EnvFault(RuntimeError):
+    """The env raised while playing; the episode is lost, the session's env replaced by a fresh one (HTTP 500)."""
 
 
 class TextAction(Action):
@@ -103,20 +123,40 @@ class BudgetEnvironment(Environment[TextAction, TextObservation, BudgetState]):
     def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
                  **env_kwargs: Any) -> None:
         super().__init__()
-        self.session = BudgetSession(env_id, budget, wrappers=wrappers, **env_kwargs)
+        self._make_session = functools.partial(BudgetSession, env_id, budget, wrappers=tuple(wrappers), **env_kwargs)
+        self.session = self._make_session()
         self._episode_id: str | None = None
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, budget: int | None = None,
               progress: float | None = None, **kwargs: Any) -> TextObservation:
         """New episode; ``budget=T`` forces its budget, ``progress`` sets the curriculum's, other
         kwargs go to the env as ``options``."""
-        self.session.reset(seed=seed, budget=budget, options=kwargs or None, progress=progress)
+        budget, progress = _checked_budget(budget), _checked_progress(progress)
+        try:
+            self.session.reset(seed=seed, budget=budget, options=kwargs or None, progress=progress)
+        except (ValueError, TypeError, KeyError) as error:  # the env refuses an option (an unknown task, ...)
+            raise InvalidRequest(f"reset refused: {_one_line(error)}") from None
+        except Exception as error:  # noqa: BLE001 - any other raise is the env's fault, see the fault policy
+            raise self._fault("reset", error) from error
         self._episode_id = episode_id or uuid.uuid4().hex
         return self._observation()
 
     def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
-        self.session.step(action.command)
+        try:
+            self.session.step(action.command)
+        except EpisodeOver:
+            raise
+        except Exception as error:  # noqa: BLE001 - the env's fault, see the fault policy
+            raise self._fault(f"step {self.session.turn + 1}", error) from error
         return self._observation()
+
+    def _fault(self, where: str, error: Exception) -> EnvFault:
+        """Replace the session's env by a fresh one (the raising one may be broken); the error to report."""
+        broken, self.session = self.session, self._make_session()
+        with contextlib.suppress(Exception):  # closing a broken env must not hide its fault
+            broken.close()
+        return EnvFault(f"the env raised at {where}: {type(error).__name__}: {_one_line(error)}; this episode is "
+                        f"lost, the session has a fresh env: reset to play on")
 
     @property
     def state(self) -> BudgetState:
@@ -145,7 +185,59 @@ def make_openenv_app(env_id: str, budget: BudgetSpec | None = None, *, max_concu
     """
     factory = functools.partial(BudgetEnvironment, env_id, budget, wrappers=tuple(wrappers), **env_kwargs)
     config = ConcurrencyConfig(max_concurrent_envs=max_concurrent_envs, session_timeout=session_timeout)
-    return create_fastapi_app(factory, TextAction, TextObservation, concurrency_config=config)
+    app = create_fastapi_app(factory, TextAction, TextObservation, concurrency_config=config)
+    _serve_budget_state(app, factory)
+    for error, status in ((InvalidRequest, 400), (EpisodeOver, 409), (EnvFault, 500)):
+        app.add_exception_handler(error, _json_error(status))
+    return app
+
+
+def _serve_budget_state(app: FastAPI, factory: Any) -> None:
+    """``GET /state`` with :class:`BudgetState` as its response model (OpenEnv's own route, typed ``State``,
+    drops the budget fields); like OpenEnv's, a fresh env per request (HTTP is stateless)."""
+    app.router.routes[:] = [r for r in app.router.routes if getattr(r, "path", None) != "/state"]
+
+    @app.get("/state", response_model=BudgetState, tags=["State Management"], summary="Get the env's state")
+    async def state() -> BudgetState:
+        env = factory()
+        try:
+            return env.state
+        finally:
+            env.close()
+
+
+def _json_error(status: int) -> Any:
+    """An exception handler answering ``status`` with ``{"detail": <the one-line message>}``."""
+    from fastapi.responses import JSONResponse
+
+    async def handler(request: Any, error: Exception) -> JSONResponse:
+        detail = str(error)
+        if isinstance(error, EpisodeOver):
+            detail += " (each HTTP /step meets a fresh env: play episodes over the WebSocket session, e.g. EnvClient)"
+        return JSONResponse(status_code=status, content={"detail": detail})
+
+    return handler
+
+
+def _checked_budget(budget: Any) -> int | None:
+    if budget is None:
+        return None
+    if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+        raise InvalidRequest(f"budget must be a positive integer, got {budget!r}")
+    return budget
+
+
+def _checked_progress(progress: Any) -> float | None:
+    if progress is None:
+        return None
+    if isinstance(progress, bool) or not isinstance(progress, (int, float)) or not progress >= 0:
+        raise InvalidRequest(f"progress must be a number >= 0, got {progress!r}")
+    return float(progress)
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
 
 
 class BudgetEnvClient(EnvClient[TextAction, TextObservation, BudgetState]):

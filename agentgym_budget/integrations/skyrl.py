@@ -8,10 +8,24 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
 
 * ``env_config`` (SkyRL's per-env-class config, a mapping or ``DictConfig``): ``budget`` (any
   budget spec; default: the id's), ``action_matching`` (``exact``, the default, or ``fuzzy``: see
-  below) and ``make_budget_env`` kwargs (``show_budget``, env options).
+  below), ``list_commands``, ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
+  on top: a signal name, or a mapping of its arguments such as ``{signal: subgoal, coef: 0.1}``),
+  the ``TurnBudget`` options (``show_budget``, ``budget_template``, a curriculum's
+  ``progress_unit``, ...) and the env's constructor arguments.  Any other key is refused with a
+  one-line ``ValueError`` naming the known ones (a typo would otherwise be silently ignored by a
+  SkyRL config, or fail deep inside the env).
 * ``extras`` (the dataset row's fields): ``seed`` (the episode's task and budget draw),
-  ``budget`` (force this episode's budget), ``task``/other keys under ``options``.  SkyRL's
-  generator also passes ``max_turns``; the turn budget is the episode's limit, so it is not used.
+  ``budget`` (force this episode's budget), ``task``/other keys under ``options``,
+  ``progress`` (curriculum progress; see below).  SkyRL's generator also passes ``max_turns``;
+  the turn budget is the episode's limit, so it is not used.
+* **Curriculum progress.**  SkyRL makes a fresh env for every trajectory and never passes a
+  progress, so a curriculum budget would stay at its start.  Each env therefore reads a
+  process-wide counter kept per (env id, ``env_config``) — :func:`shared_progress` — that counts
+  the episodes started (or, for a ``...steps`` curriculum, the steps taken) by every env of that
+  key in this process: SkyRL's generator makes its envs in its own process, so the curriculum
+  follows the training run.  ``extras["progress"]`` overrides it (for a trainer that knows the
+  global progress, e.g. across several generator processes, each of which counts only its own);
+  :func:`reset_shared_progress` starts the counters again.
 * ``init`` appends the first observation (with the admissible commands and, with
   ``show_budget=True``, the remaining budget) as a user message.  ``step`` reads the command from
   the model's reply (``Action: <command>``, :func:`~agentgym_budget.policies.prompting.parse_action`:
@@ -22,6 +36,11 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
 * ``done`` is ``terminated or truncated``: SkyRL's step output has one flag, so
   ``metadata["terminated"]`` / ``metadata["truncated"]`` tell which (with ``budget``, ``turn``,
   ``turns_left``, ``won``, the parsed ``command``); ``get_metrics()`` reports the episode.
+* **An env that raises** (in ``init`` or ``step``) is closed and its exception re-raised, with a
+  note naming the env, seed and turn: the trajectory is SkyRL's, and only its generator can
+  drop it (``generator.skip_failed_rollouts``, proposed in SkyRL #1613, masks a failed
+  trajectory's loss).  Turning the error into a finished episode with reward 0 would put an
+  infrastructure fault into the group's advantages as a lost game.
 
 Example:
     >>> import skyrl_gym
@@ -36,31 +55,61 @@ Example:
     >>> out = env.step("Action: look")
     >>> out["done"], out["metadata"]["truncated"], out["metadata"]["terminated"], out["observations"]
     (True, True, False, [])
+    >>> from agentgym_budget.integrations.skyrl import reset_shared_progress, shared_progress
+    >>> reset_shared_progress()
+    >>> config = {"budget": "curriculum:8->2@6", "process_reward": {"signal": "invalid_penalty", "coef": 0.5}}
+    >>> budgets = []
+    >>> for seed in range(4):  # a fresh env per trajectory, as SkyRL's generator makes them
+    ...     env = skyrl_gym.make("KeyDoor-Budget-v0", env_config=config, extras={"seed": seed})
+    ...     budgets.append(env.init([])[1]["budget"])
+    >>> budgets, shared_progress("KeyDoor-Budget-v0", config)
+    ([8, 7, 6, 5], 4.0)
+    >>> skyrl_gym.make("KeyDoor-Budget-v0", env_config={"show_budgte": True}, extras={})
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown env_config key 'show_budgte' for KeyDoor-Budget-v0; known: action_matching, ...
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import contextlib
+import inspect
+import json
+import threading
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
+
+import gymnasium as gym
 
 from agentgym_budget._optional import require
 from agentgym_budget.envs.registration import FAMILIES
-from agentgym_budget.integrations.session import BudgetSession, Wrapper, format_turn
+from agentgym_budget.integrations.session import BudgetSession, EpisodeOver, Wrapper, format_turn
 from agentgym_budget.policies.prompting import check_matching, parse_action
+from agentgym_budget.wrappers import ProcessReward
+from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
 
 _WHAT = "the SkyRL-gym adapter"
 skyrl_gym = require("skyrl_gym", "skyrl", _WHAT)
 
 from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput  # noqa: E402
 
-__all__ = ["SkyRLBudgetEnv", "register_skyrl_envs"]
+__all__ = ["SkyRLBudgetEnv", "register_skyrl_envs", "reset_shared_progress", "shared_progress"]
+
+#: ``env_config`` keys this adapter reads itself (the rest go to ``make_budget_env``).
+ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward"})
+
+_progress: dict[str, float] = {}  # shared_progress's counters, by _progress_key
+_progress_lock = threading.Lock()  # SkyRL may init envs from an executor's threads
+
 
 class SkyRLBudgetEnv(BaseTextEnv):
     """A SkyRL ``BaseTextEnv`` over one budgeted text env (see the module docstring).
 
     Args:
-        env_config: ``budget``, ``action_matching`` and ``make_budget_env`` kwargs (``env_id`` too, unless given).
-        extras: the episode: ``seed``, ``budget`` (forced), ``options`` (env reset options).
+        env_config: ``budget``, ``action_matching``, ``list_commands``, ``process_reward`` and ``make_budget_env``
+            kwargs (``env_id`` too, unless given); other keys are refused.
+        extras: the episode: ``seed``, ``budget`` (forced), ``options`` (env reset options), ``progress``
+            (curriculum progress; default: :func:`shared_progress`'s counter, advanced by this episode).
         env_id: the registered id (set by :func:`register_skyrl_envs`).
         wrappers: extra wrappers on top of the budgeted env (e.g. ``ProcessReward``).
     """
@@ -69,30 +118,44 @@ class SkyRLBudgetEnv(BaseTextEnv):
                  env_id: str | None = None, wrappers: Iterable[Wrapper] = ()) -> None:
         super().__init__()
         config = _plain(env_config)
-        env_id = config.pop("env_id", env_id)
+        env_id = config.get("env_id", env_id)
         if env_id is None:
             raise ValueError("SkyRLBudgetEnv needs env_id (register_skyrl_envs() sets it per id)")
+        _check_keys(env_id, config)
+        self.progress_key = _progress_key(env_id, config)
+        config.pop("env_id", None)
         budget = config.pop("budget", None)
         self.list_commands = bool(config.pop("list_commands", True))
         self.action_matching = check_matching(config.pop("action_matching", "exact"))
+        process_reward = config.pop("process_reward", None)
+        if process_reward is not None:
+            wrappers = [*wrappers, _process_reward_wrapper(process_reward)]
         self.session = BudgetSession(env_id, budget, wrappers=wrappers, **config)
         self.extras = _plain(extras)
         self.max_turns = self.session.turn_budget.schedule.max_budget  # for code that reads BaseTextEnv.max_turns
+        self.counts_steps = getattr(self.session.turn_budget.schedule, "unit", "episodes") == "steps"
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """Reset the env; the prompt with the first observation appended as a user message."""
         options = self.extras.get("options")
-        self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
-                           progress=self.extras.get("progress"))
+        progress = self.extras.get("progress")
+        if progress is None:  # SkyRL passes none: the shared counter of this env config (module docstring)
+            progress = _advance(self.progress_key, 0 if self.counts_steps else 1)
         self.turns = 0
+        with self._closed_on_fault("init"):
+            self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
+                               progress=progress)
         first = {"role": "user", "content": format_turn(self.session, self.list_commands)}
         return [*prompt, first], self._metadata()
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """Play the command in ``action`` (the model's reply); the next observation, reward, done."""
         command = parse_action(action, self.session.admissible_commands, matching=self.action_matching)
-        self.session.step(command)
+        with self._closed_on_fault(f"step {self.turns + 1}"):
+            self.session.step(command)
         self.turns += 1
+        if self.counts_steps and "progress" not in self.extras:
+            _advance(self.progress_key, 1)
         done = self.session.done
         observations = [] if done else [{"role": "user", "content": format_turn(self.session, self.list_commands)}]
         return BaseTextEnvStepOutput(observations=observations, reward=self.session.reward, done=done,
@@ -106,6 +169,20 @@ class SkyRLBudgetEnv(BaseTextEnv):
     def close(self) -> None:
         self.session.close()
 
+    @contextlib.contextmanager
+    def _closed_on_fault(self, where: str) -> Iterator[None]:
+        """Close the env if the body raises (SkyRL may never call ``close`` after an error) and say where."""
+        try:
+            yield
+        except EpisodeOver:
+            raise
+        except Exception as error:
+            with contextlib.suppress(Exception):  # a broken env's close must not hide its fault
+                self.session.close()
+            error.add_note(f"{self.session.env_id} (seed {self.extras.get('seed')}) raised at {where}; the env "
+                           f"is closed and this trajectory is lost")
+            raise
+
     def _metadata(self) -> dict[str, Any]:
         return {**self.session.public_info(), "terminated": self.session.terminated,
                 "truncated": self.session.truncated}
@@ -118,6 +195,64 @@ def register_skyrl_envs(env_ids: Iterable[str] | None = None) -> list[str]:
         if env_id not in skyrl_gym.registry:
             skyrl_gym.register(id=env_id, entry_point=f"{__name__}:SkyRLBudgetEnv", kwargs={"env_id": env_id})
     return ids
+
+
+def shared_progress(env_id: str, env_config: Mapping[str, Any] | None = None) -> float:
+    """The curriculum progress the SkyRL envs of ``(env_id, env_config)`` share in this process:
+    episodes started (steps taken, for a curriculum counted in steps) by every env of that key."""
+    with _progress_lock:
+        return _progress.get(_progress_key(env_id, _plain(env_config)), 0.0)
+
+
+def reset_shared_progress() -> None:
+    """Start every :func:`shared_progress` counter again at 0 (a new training run in the same process)."""
+    with _progress_lock:
+        _progress.clear()
+
+
+def _advance(key: str, by: float) -> float:
+    """The counter's value before adding ``by``: an episode's progress is what came before it."""
+    with _progress_lock:
+        before = _progress.get(key, 0.0)
+        _progress[key] = before + by
+        return before
+
+
+def _progress_key(env_id: str, config: Mapping[str, Any]) -> str:
+    # envs made from equal configs share a curriculum; json makes the key independent of key order
+    return json.dumps({**config, "env_id": env_id}, sort_keys=True, default=str)
+
+
+def _check_keys(env_id: str, config: Mapping[str, Any]) -> None:
+    """Refuse ``env_config`` keys that neither this adapter, ``TurnBudget`` nor the env takes."""
+    env_keys = _env_keywords(env_id)
+    if env_keys is None:  # the env takes **kwargs: anything may be meant for it
+        return
+    known = ADAPTER_KEYS | BUDGET_OPTIONS | env_keys
+    for key in config:
+        if key not in known:
+            raise ValueError(f"unknown env_config key {key!r} for {env_id}; known: {', '.join(sorted(known))}")
+
+
+def _env_keywords(env_id: str) -> frozenset[str] | None:
+    """The keyword arguments ``env_id``'s env takes (for ``X-Budget-v0``: ``X-v0``'s); ``None`` for ``**kwargs``."""
+    spec = gym.spec(env_id)
+    if "env_id" in spec.kwargs:  # an X-Budget-v0 id: make_budget_env of its base id
+        spec = gym.spec(spec.kwargs["env_id"])
+    parameters = inspect.signature(gym.envs.registration.load_env_creator(spec.entry_point)).parameters.values()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    return frozenset(p.name for p in parameters) - {"self"}
+
+
+def _process_reward_wrapper(setting: str | Mapping[str, Any]) -> Wrapper:
+    """``env_config["process_reward"]`` (a signal name or ProcessReward's keyword arguments) as a wrapper."""
+    kwargs = {"signal": setting} if isinstance(setting, str) else _plain(setting)
+    try:
+        inspect.signature(ProcessReward).bind(None, **kwargs)
+    except TypeError as error:
+        raise ValueError(f"env_config process_reward: {error}") from None
+    return lambda env: ProcessReward(env, **kwargs)
 
 
 def _plain(config: Mapping[str, Any] | None) -> dict[str, Any]:

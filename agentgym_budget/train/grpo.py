@@ -2,6 +2,9 @@
 
 * :func:`group_advantages` — one scalar per episode from the returns of its group of G
   episodes on the same task: GRPO ``(R - mean) / (std + eps)`` or RLOO ``R - mean(others)``.
+* :func:`drop_failed_groups` — zero advantage for every group with an episode whose env failed
+  (the fault policy of :mod:`~agentgym_budget.train.rollout`): the group stays in place, so
+  the ``B*G`` layout holds, and gives no policy-gradient signal.
 * :func:`process_returns_to_go` — per turn, the (discounted) sum of the process rewards from
   that turn on, with the loss rule below.
 * :func:`turn_samples` — every turn of every episode becomes one sample: its prompt tokens
@@ -44,7 +47,8 @@ import torch
 from agentgym_budget.train.kernels import token_logprobs, token_logprobs_reference
 from agentgym_budget.train.rollout import Episode
 
-__all__ = ["TurnSample", "action_logprobs", "collate", "group_advantages", "process_returns_to_go", "turn_samples"]
+__all__ = ["TurnSample", "action_logprobs", "collate", "drop_failed_groups", "group_advantages",
+           "process_returns_to_go", "turn_samples"]
 
 
 def group_advantages(
@@ -67,6 +71,22 @@ def group_advantages(
     if scale_by_std:
         centred = centred / (grouped.std(dim=1, keepdim=True) + eps)
     return centred.view(-1)
+
+
+def drop_failed_groups(advantages: torch.Tensor, failed: Sequence[bool], group_size: int) -> tuple[torch.Tensor, int]:
+    """``advantages [B*G]`` with every group that holds a failed episode set to zero, and how many groups that was.
+
+    A failed episode has no return: its group's mean and spread would be those of the others
+    plus a made-up loss, so the whole group is dropped rather than the episode (dropping one
+    episode would shift every later group in the ``B*G`` layout).
+
+    Example:
+        >>> drop_failed_groups(torch.tensor([1.0, -1.0, 0.5, -0.5]), [False, False, True, False], group_size=2)
+        (tensor([ 1., -1.,  0.,  0.]), 1)
+    """
+    mask = torch.tensor([bool(f) for f in failed]).view(-1, group_size).any(dim=1)  # [B] groups to drop
+    kept = advantages.view(-1, group_size).masked_fill(mask[:, None], 0.0)
+    return kept.view(-1), int(mask.sum())
 
 
 def process_returns_to_go(rewards: Sequence[float], lost: bool, gamma: float = 1.0) -> list[float]:

@@ -13,6 +13,15 @@ depend on which episodes share a batch.  A reply's command is played as written 
 matching: never mapped onto a similar admissible command, whose outcome the loss would credit to
 tokens that named another one); one that is no command gets the env's own ``"Nothing happens."``.
 
+**Fault policy.**  An env that raises in ``reset`` or ``step`` costs its episode, not the
+collection: the episode is played again from the start in a freshly made env with the same
+reset seed, curriculum progress and sampling seed (so a one-off fault leaves the episode as it
+would have been); if that env raises too, the episode comes back ``failed`` (no turns), and the
+trainer gives its whole group zero advantage (:func:`~agentgym_budget.train.grpo.drop_failed_groups`)
+so that the ``B*G`` layout of the groups never shifts.  ``Episode.env_failures`` counts the
+raises (the trainer logs their sum as ``env_failures``).  Only the env's own calls are guarded:
+an error of the policy or the model still stops the run.
+
 Example:
     >>> from agentgym_budget.train import TrainConfig, make_train_env, tiny_model_and_tokenizer
     >>> config = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4)
@@ -25,7 +34,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import warnings
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,6 +81,8 @@ class Episode:
     won: bool = False
     terminated: bool = False  # the MDP ended (won or lost); False when the budget truncated it
     invalid_actions: int = 0  # commands that were not admissible
+    env_failures: int = 0  # times the env raised while this episode was played (0, 1 or 2)
+    failed: bool = False  # no attempt finished (the env raised twice): no turns, its group is dropped
 
     @property
     def lost(self) -> bool:
@@ -113,29 +125,67 @@ def collect_episodes(
     seeds: Sequence[int],
     config: TrainConfig,
     sampling_seed: int,
+    make_env: Callable[[], gym.Env] | None = None,
 ) -> list[Episode]:
     """Run one episode in each env (``envs[i].reset(seed=seeds[i])``) until all have ended.
 
-    The same (model, seeds, sampling_seed) gives the same episodes.
+    The same (model, seeds, sampling_seed) gives the same episodes.  An episode whose env raises
+    is played again in ``make_env()`` (default: :func:`make_train_env`), then given up as
+    ``failed`` (see the module docstring's fault policy).
     """
     if len(envs) != len(seeds):
         raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds")
     policy = training_policy(model, tokenizer, config)
+    # taken before the resets count: a retry must draw the budget the first attempt drew
+    progress = [_curriculum_progress(env) for env in envs]
+    episodes = _play(policy, envs, seeds, sampling_seed, list(range(len(envs))))
+    retry = [i for i, episode in enumerate(episodes) if episode.failed]
+    if retry:
+        fresh = [_fresh_env(make_env or (lambda: make_train_env(config)), progress[i]) for i in retry]
+        try:
+            again = _play(policy, fresh, [seeds[i] for i in retry], sampling_seed, retry)
+        finally:
+            for env in fresh:
+                _close_quietly(env)
+        for i, episode in zip(retry, again):
+            episode.env_failures += episodes[i].env_failures
+            episodes[i] = episode
+    return episodes
+
+
+def _play(policy: LLMPolicy, envs: Sequence[gym.Env], seeds: Sequence[int], sampling_seed: int,
+          indices: Sequence[int]) -> list[Episode]:
+    """One episode per env, turns batched; ``indices`` are the episodes' places in the update (their sampling seeds).
+
+    An env that raises ends its episode as ``failed`` (one ``env_failures``) and the others play on.
+    """
     episodes, states, observations, infos = [], [], [], []
-    for index, (env, seed) in enumerate(zip(envs, seeds)):
-        obs, info = env.reset(seed=int(seed))
-        episodes.append(Episode(seed=int(seed), task=str(info["task"]), budget=int(info.get("budget", 0))))
+    for env, seed, index in zip(envs, seeds, indices):
+        episode = Episode(seed=int(seed), task="", budget=0)
+        episodes.append(episode)
         states.append(policy.start(int(np.random.SeedSequence([sampling_seed, index]).generate_state(1)[0])))
+        try:
+            obs, info = env.reset(seed=int(seed))
+        except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
+            _fail(episode, error, "reset")
+            obs, info = "", {}
+        episode.task, episode.budget = str(info.get("task", "")), int(info.get("budget", 0))
         observations.append(obs)
         infos.append(info)
-    running, ended = list(range(len(envs))), [False] * len(envs)
+    ended = [episode.failed for episode in episodes]
+    running = [i for i in range(len(envs)) if not ended[i]]
     while running:
         replies = policy.act_batch([states[i] for i in running], [observations[i] for i in running],
                                    [infos[i] for i in running])
         for i, reply in zip(running, replies):
             episode, completion = episodes[i], reply.completion
             episode.invalid_actions += reply.action not in infos[i]["admissible_commands"]
-            observations[i], _, terminated, truncated, infos[i] = envs[i].step(reply.action)
+            try:
+                observations[i], _, terminated, truncated, infos[i] = envs[i].step(reply.action)
+            except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
+                _fail(episode, error, f"step {len(episode.turns) + 1}")
+                ended[i] = True
+                continue
             episode.turns.append(Turn(completion.prompt_ids, completion.completion_ids, reply.action,
                                       float(infos[i].get("process_reward", 0.0))))
             episode.won = episode.won or bool(infos[i].get("won", False))
@@ -143,3 +193,33 @@ def collect_episodes(
             ended[i] = bool(terminated or truncated)
         running = [i for i in running if not ended[i]]
     return episodes
+
+
+def _fail(episode: Episode, error: Exception, where: str) -> None:
+    """Mark ``episode`` failed: its turns are dropped (a half episode has no return to learn from)."""
+    warnings.warn(f"the env of seed {episode.seed} raised at {where}: {type(error).__name__}: "
+                  f"{str(error).splitlines()[0] if str(error) else ''}", RuntimeWarning, stacklevel=3)
+    episode.env_failures += 1
+    episode.failed = True
+    episode.turns, episode.won, episode.terminated, episode.invalid_actions = [], False, False, 0
+
+
+def _curriculum_progress(env: gym.Env) -> float | None:
+    try:
+        return float(env.get_wrapper_attr("progress"))
+    except AttributeError:  # no TurnBudget in the chain: nothing to carry over
+        return None
+
+
+def _fresh_env(make_env: Callable[[], gym.Env], progress: float | None) -> gym.Env:
+    env = make_env()
+    if progress is not None:
+        env.get_wrapper_attr("set_progress")(progress)
+    return env
+
+
+def _close_quietly(env: gym.Env) -> None:
+    try:
+        env.close()
+    except Exception:  # noqa: BLE001 - a retry env that cannot close must not cost the episodes it played
+        pass

@@ -7,6 +7,7 @@ One *update* (``config.total_updates`` of them) is::
     episodes = collect_episodes(model, envs, seeds)                     # multi-turn, batched generation
     R       = won                                                       # [B*G] outcome returns
     A       = group_advantages(R)                                       # [B*G], GRPO or RLOO
+    A[g]    = 0 for every group g with a failed episode (env raised twice)  # fault policy, train/rollout.py
     G[i,t]  = process return-to-go of turn t (0 without process reward) # per turn (train/grpo.py)
     samples = every turn of every episode, its tokens carry A[i] + c*G[i,t]   # S turns, N action tokens
     for epoch in range(update_epochs):
@@ -52,7 +53,8 @@ import torch
 from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.policies import hf
 from agentgym_budget.train.config import TrainConfig
-from agentgym_budget.train.grpo import action_logprobs, collate, group_advantages, token_weight, turn_samples
+from agentgym_budget.train.grpo import (action_logprobs, collate, drop_failed_groups, group_advantages,
+                                        token_weight, turn_samples)
 from agentgym_budget.train.kernels import policy_loss
 from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, all_reduce_sum, barrier,
                                             full_model_state, full_parameters, init_process_group,
@@ -258,6 +260,7 @@ class Trainer:
 
         returns = torch.tensor([float(e.won) for e in episodes])  # [this rank's episodes] outcome returns
         advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std)
+        advantages, dropped = drop_failed_groups(advantages, [e.failed for e in episodes], config.group_size)
         # per-turn advantages: outcome advantage + coef * process return-to-go (see train/grpo.py), per shard
         coef = config.process_reward_coef if config.process_reward else 0.0
         samples_by_shard, offset = [], 0
@@ -267,11 +270,17 @@ class Trainer:
                                                  config.process_gamma))
             offset += n
         zero_groups = (advantages.view(-1, config.group_size).abs().sum(1) == 0).tolist()
+        # failed episodes (no turns, no return) are left out of the episode metrics; their faults are counted
         facts = [(e.won, e.budget, len(e.turns), e.invalid_actions, sum(t.process_reward for t in e.turns))
-                 for e in episodes]
-        everything = all_gather_objects(group, (facts, zero_groups))  # every rank's, for the logged metrics
-        facts = [f for rank_facts, _ in everything for f in rank_facts]
-        zero_groups = [z for _, rank_zero in everything for z in rank_zero]
+                 for e in episodes if not e.failed]
+        faults = (sum(e.env_failures for e in episodes), dropped)
+        everything = all_gather_objects(group, (facts, zero_groups, faults))  # every rank's, for the logged metrics
+        facts = [f for rank_facts, _, _ in everything for f in rank_facts]
+        zero_groups = [z for _, rank_zero, _ in everything for z in rank_zero]
+        env_failures, dropped_groups = (sum(rank[2][k] for rank in everything) for k in (0, 1))
+        if not facts:
+            raise RuntimeError(f"update {update + 1}: every episode's env raised twice (see the warnings); "
+                               f"nothing to learn from")
         self.episodes_done += len(facts)
         self.env_steps_done += sum(f[2] for f in facts)
 
@@ -291,6 +300,8 @@ class Trainer:
             "invalid_action_rate": sum(f[3] for f in facts) / max(sum(turns), 1),
             "zero_advantage_groups": float(np.mean(zero_groups)),
             "process_return_mean": float(np.mean([f[4] for f in facts])),
+            "env_failures": env_failures,  # env raises this update (retries included), see train/rollout.py
+            "dropped_groups": dropped_groups,  # groups given zero advantage: one of their episodes failed twice
             **update_stats,
             "learning_rate": self.optimizer.param_groups[0]["lr"],
             "rollout_seconds": rollout_seconds,

@@ -1,0 +1,127 @@
+"""The fault policy for envs that raise mid-episode (train/rollout.py): retried once in a fresh env,
+then the episode's group is dropped; the update goes on and counts the faults."""
+
+from __future__ import annotations
+
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import agentgym_budget  # noqa: F401
+from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+from agentgym_budget.train import TrainConfig, Trainer, make_train_env
+from agentgym_budget.train import rollout
+from agentgym_budget.train.rollout import collect_episodes
+
+
+class FaultyEnv(gym.Wrapper):
+    """Raises in ``step`` number ``turn`` (``reset`` when 0) of episodes reset with a seed in ``seeds``.
+
+    ``budget`` (class-wide) is how many raises are left across every instance (``None``: always raise).
+    """
+
+    seeds: set[int] = set()
+    turn = 1
+    budget: int | None = None
+    made = 0
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        FaultyEnv.made += 1
+        self._seed: int | None = None
+        self._turn = 0
+
+    def _maybe_raise(self) -> None:
+        if self._seed in FaultyEnv.seeds and self._turn == FaultyEnv.turn and FaultyEnv.budget != 0:
+            if FaultyEnv.budget is not None:
+                FaultyEnv.budget -= 1
+            raise ConnectionError(f"backend lost at turn {self._turn}")
+
+    def reset(self, *, seed=None, options=None):
+        self._seed, self._turn = seed, 0
+        self._maybe_raise()
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        self._turn += 1
+        self._maybe_raise()
+        return self.env.step(action)
+
+
+@pytest.fixture
+def faults(monkeypatch):
+    """Every training env (the rollout pool's and the retries') under ``FaultyEnv``."""
+    original = rollout.make_train_env
+    monkeypatch.setattr(rollout, "make_train_env", lambda config: FaultyEnv(original(config)))
+    monkeypatch.setattr(FaultyEnv, "seeds", set())
+    monkeypatch.setattr(FaultyEnv, "turn", 1)
+    monkeypatch.setattr(FaultyEnv, "budget", None)
+    monkeypatch.setattr(FaultyEnv, "made", 0)
+    return FaultyEnv
+
+
+CONFIG = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4, torch_threads=1)
+
+
+def _collect(seeds: list[int]) -> list:
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    envs = [rollout.make_train_env(CONFIG) for _ in seeds]
+    return collect_episodes(model, tokenizer, envs, seeds=seeds, config=CONFIG, sampling_seed=5)
+
+
+def _actions(episodes) -> list:
+    return [[(t.prompt_ids, t.action_ids) for t in e.turns] for e in episodes]
+
+
+def test_a_one_off_fault_is_played_again_in_a_fresh_env_as_if_it_never_happened(faults):
+    clean = _collect([7, 7, 9, 9])
+    faults.seeds, faults.turn, faults.budget = {9}, 2, 1  # the first env of seed 9 raises once, at its 2nd step
+    faults.made = 0
+    with pytest.warns(RuntimeWarning, match=r"seed 9 raised at step 2: ConnectionError: backend lost"):
+        retried = _collect([7, 7, 9, 9])
+    assert [e.env_failures for e in retried] == [0, 0, 1, 0]
+    assert not any(e.failed for e in retried)
+    assert faults.made == 4 + 1  # one fresh env for the retry
+    # same reset seed and sampling seed: the retried episode is the one the fault interrupted
+    assert _actions(retried) == _actions(clean)
+    assert [(e.won, e.budget, e.task) for e in retried] == [(e.won, e.budget, e.task) for e in clean]
+
+
+def test_a_lasting_fault_fails_its_episodes_and_spares_the_others(faults):
+    faults.seeds, faults.turn = {9}, 0  # every reset with seed 9 raises
+    with pytest.warns(RuntimeWarning, match="raised at reset"):
+        episodes = _collect([7, 7, 9, 9])
+    assert [(e.failed, e.env_failures, len(e.turns)) for e in episodes[2:]] == [(True, 2, 0), (True, 2, 0)]
+    assert [(e.failed, e.env_failures, len(e.turns)) for e in episodes[:2]] == [(False, 0, 3), (False, 0, 3)]
+
+
+def test_a_failing_episode_costs_its_group_not_the_update(faults, tmp_path):
+    config = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", model="tiny", format_warmup_steps=20,
+                         output_dir=str(tmp_path), seed=3, total_updates=2, tasks_per_update=2, group_size=2,
+                         max_new_tokens=8, update_epochs=1, minibatches=1, micro_batch_size=8, kl_coef=0.05,
+                         eval_every=0, save_every=0, torch_threads=1, progress_bar=False, tensorboard=False)
+    first_task = int(np.random.default_rng([config.seed, 0]).integers(0, 2**31 - 1, size=2)[0])
+    faults.seeds, faults.turn = {first_task}, 2  # both episodes of update 1's first group, on every attempt
+    with pytest.warns(RuntimeWarning, match=f"seed {first_task} raised at step 2"):
+        history = Trainer(config).train()
+    assert [h["update"] for h in history] == [1, 2]
+    assert (history[0]["env_failures"], history[0]["dropped_groups"]) == (4, 1)  # 2 episodes x 2 attempts
+    assert (history[1]["env_failures"], history[1]["dropped_groups"]) == (0, 0)
+    assert [h["episodes"] for h in history] == [2, 6]  # the failed episodes are not counted as played
+    assert history[0]["zero_advantage_groups"] >= 0.5  # the dropped group gives no policy-gradient signal
+    assert all(math.isfinite(h["loss"]) for h in history)
+
+
+def test_the_retry_draws_the_budget_the_first_attempt_drew(faults):
+    # a curriculum at its end: a fresh env (progress 0) would draw 4 turns unless the progress is carried over
+    config = TrainConfig(env_id="KeyDoor-v0", budget="curriculum:4->2@10", max_new_tokens=4, torch_threads=1)
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    envs = [rollout.make_train_env(config) for _ in range(2)]
+    for env in envs:
+        env.get_wrapper_attr("set_progress")(10)
+    faults.seeds, faults.turn, faults.budget = {9}, 1, 1
+    with pytest.warns(RuntimeWarning, match="seed 9 raised at step 1"):
+        episodes = collect_episodes(model, tokenizer, envs, seeds=[9, 9], config=config, sampling_seed=0)
+    assert [(e.env_failures, e.budget, len(e.turns)) for e in episodes] == [(1, 2, 2), (0, 2, 2)]
