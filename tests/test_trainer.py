@@ -166,7 +166,7 @@ def test_the_documented_tiny_run_takes_steps_and_learns(tmp_path):
 
 
 def test_model_dependent_defaults_and_their_limits():
-    assert (TrainConfig().format_warmup_steps, TrainConfig().learning_rate, TrainConfig().kl_coef) == (150, 5e-4, 0.1)
+    assert (TrainConfig().format_warmup_steps, TrainConfig().learning_rate, TrainConfig().kl_coef) == (400, 1e-3, 0.1)
     other = TrainConfig(model="some/hf-model")
     assert (other.format_warmup_steps, other.learning_rate, other.kl_coef) == (0, 1e-5, 0.0)
     assert TrainConfig(learning_rate=1e-3, kl_coef=0.0).learning_rate == 1e-3
