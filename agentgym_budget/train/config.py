@@ -57,7 +57,7 @@ class TrainConfig:
     """``tiny`` (a 2-layer Qwen2 + BPE tokenizer built offline from the env's text) or a HF name/path"""
     format_warmup_steps: int | None = None
     """``tiny`` only: supervised steps that clone a *uniformly random* policy (the reply format, nothing
-    about the task) before RL; ``None``: 150 for ``tiny``, 0 for any other model"""
+    about the task) before RL; ``None``: 400 for ``tiny``, 0 for any other model"""
     output_dir: str = "runs/train"
     """checkpoints, ``metrics.jsonl``/``metrics.csv``, TensorBoard events and eval results go here"""
     seed: int = 0
@@ -132,7 +132,7 @@ class TrainConfig:
     total_updates: int = 200
     """iterations of rollout → update"""
     learning_rate: float | None = None
-    """AdamW learning rate (``None``: 5e-4 for ``tiny``, 1e-5 for any other model)"""
+    """AdamW learning rate (``None``: 1e-3 for ``tiny``, 1e-5 for any other model)"""
     weight_decay: float = 0.0
     """AdamW weight decay"""
     adam_beta1: float = 0.9
