@@ -53,7 +53,7 @@ from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.wrappers.budget import TurnBudget, find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
-__all__ = ["BudgetSession", "EpisodeOver", "SharedProgress", "Wrapper", "format_turn", "json_safe"]
+__all__ = ["BudgetSession", "EpisodeOver", "SharedProgress", "Wrapper", "end_text", "format_turn", "json_safe"]
 
 #: Something that wraps an env (e.g. ``lambda env: ProcessReward(env, "subgoal", 0.1)``).
 Wrapper = Callable[[gym.Env], gym.Env]
@@ -235,13 +235,27 @@ def format_turn(session: BudgetSession, list_commands: bool = True) -> str:
     Admissible commands: take key, open red door, open blue door
     """
     text = session.observation
-    if session.terminated:
-        text += f"\n\nThe episode is over: the task was {'completed' if session.won else 'failed'}."
-    elif session.truncated:
-        text += "\n\nThe episode is over: the turn budget is spent."
+    if session.done:
+        text += "\n\n" + end_text(session)
     elif list_commands and session.admissible_commands:
         text += "\nAdmissible commands: " + ", ".join(session.admissible_commands)
     return text
+
+
+def end_text(session: BudgetSession) -> str:
+    """How the episode ended, in one sentence for the model (``""`` while it runs).
+
+    >>> import agentgym_budget
+    >>> session = BudgetSession("KeyDoor-Budget-v0", budget=1)
+    >>> _ = session.reset(seed=0); _ = session.step("look")
+    >>> end_text(session)
+    'The episode is over: the turn budget is spent.'
+    """
+    if session.terminated:
+        return f"The episode is over: the task was {'completed' if session.won else 'failed'}."
+    if session.truncated:
+        return "The episode is over: the turn budget is spent."
+    return ""
 
 
 def json_safe(value: Any) -> Any:
