@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import pickle
+import re
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,7 +19,7 @@ torch = pytest.importorskip("torch")
 from trl.chat_template_utils import add_response_schema, parse_response, supports_tool_calling  # noqa: E402
 
 import agentgym_budget  # noqa: E402,F401
-from agentgym_budget.integrations.session import BudgetSession, EpisodeOver  # noqa: E402
+from agentgym_budget.integrations.session import BudgetSession  # noqa: E402
 from agentgym_budget.integrations.trl_env import (  # noqa: E402
     BudgetToolEnv,
     chatml_tool_tokenizer,
@@ -45,8 +50,11 @@ def test_tool_env_plays_the_episode_and_ends_it() -> None:
     assert "Turns left: 1 of 2" in env.act("look")
     assert env.act("look").endswith("The episode is over: the turn budget is spent.")
     assert env.session.outcome == "truncated"
-    with pytest.raises(EpisodeOver):
-        env.act("look")
+    # Later calls: answered, not played, not an error (TRL would count a failed tool call), and
+    # naming no tool the model does not have (there is no 'reset' tool).
+    after = env.act("look")
+    assert after.startswith("The episode is over: the turn budget is spent.") and "reset" not in after
+    assert env.session.turn == 2 and env.session.outcome == "truncated"
     # An expert episode terminates: outcome 'terminated', reward 1.
     mirror = BudgetSession(ENV_ID, budget=50)
     mirror.reset(seed=5)
@@ -69,6 +77,68 @@ def test_process_reward_is_part_of_the_episode_return() -> None:
     env.act("take key")
     env.act("open red door")
     assert episode_reward([env]) == [pytest.approx(1.0 - 0.5)]  # won, and -0.5 for the one invalid action
+
+
+def test_the_factory_pickles_with_picklable_wrappers() -> None:
+    invalid_penalty = functools.partial(ProcessReward, signal="invalid_penalty", coef=0.5, potential_based=False)
+    factory = environment_factory("KeyDoor-Budget-v0", budget="mix:2,3", wrappers=[invalid_penalty], show_budget=True)
+    env = pickle.loads(pickle.dumps(factory))()
+    env.reset(seed=0, budget=2)
+    env.act("dance")
+    assert env.session.budget == 2 and episode_reward([env]) == [pytest.approx(-0.5)]
+
+
+class _Spawned(Exception):
+    """TRL's worker got past its pickling check and would spawn its child now."""
+
+
+class _SpawnContext:
+    def Process(self, **kwargs):  # noqa: N802 (multiprocessing's name)
+        raise _Spawned
+
+
+def trl_async_worker_start(**loop_kwargs) -> None:
+    """TRL's async GRPO worker's own ``start()``, which pickles the factory for its spawned child,
+    stopped at the spawn (its ``__init__`` needs vLLM, which a CPU test machine lacks)."""
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    worker_module = pytest.importorskip("trl.experimental.async_grpo.async_rollout_worker")
+
+    class Unstarted(worker_module.AsyncRolloutWorker):
+        def __init__(self) -> None:  # the parent-side state start() reads; no queues, no vLLM
+            self._process, self._loop_kwargs, self._mp_ctx = None, loop_kwargs, _SpawnContext()
+            self._heartbeat_value = worker_module.mp.get_context("spawn").Value("d", 0.0)
+
+        def __getattr__(self, name: str) -> None:  # the queues and events start() hands to the child
+            return None
+
+    Unstarted().start()
+
+
+def test_trl_async_worker_accepts_the_factory() -> None:
+    factory = environment_factory(ENV_ID, budget="mix", budgets=BUDGETS,
+                                  wrappers=[functools.partial(ProcessReward, signal="invalid_penalty", coef=0.1)])
+    with pytest.raises(_Spawned):
+        trl_async_worker_start(environment_factory=factory, reward_funcs=[episode_reward])
+    # What the factory used to be, a closure, is refused by that same check.
+    with pytest.raises(TypeError, match="must be picklable"):
+        trl_async_worker_start(environment_factory=lambda: BudgetToolEnv(ENV_ID), reward_funcs=[episode_reward])
+
+
+def test_a_row_without_seed_warns() -> None:
+    env = environment_factory("KeyDoor-Budget-v0", budget="mix:2,3")()
+    with pytest.warns(UserWarning, match="no 'seed'.*group baseline"):
+        env.reset(prompt=[{"role": "user", "content": "play"}])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        env.reset(prompt=[{"role": "user", "content": "play"}], seed=3)
+
+
+def test_the_docs_prompt_and_observation_are_separate_lines() -> None:
+    # TRL appends reset()'s text to the last user message as is: the prompt must end the line.
+    section = (Path(__file__).parents[1] / "docs" / "integrations.md").read_text().split("### TRL", 1)[1]
+    content = re.search(r'"content": "([^"]*)"', section).group(1).encode().decode("unicode_escape")
+    first = BudgetToolEnv(ENV_ID, budget=2).reset(seed=0)
+    assert content.endswith("\n") and (content + first).splitlines()[1] == first.splitlines()[0]
 
 
 def random_tool_episodes(tokenizer, episodes: int, seed: int = 0) -> list[tuple[list[int], list[int]]]:
@@ -181,7 +251,7 @@ def test_grpo_trainer_takes_optimizer_steps_on_alfworld_budget_mix(tmp_path) -> 
         # The invalid-action process reward: episodes of random commands differ in it, so GRPO's
         # group-normalised advantages are not all zero (the tiny model never wins in 3 turns).
         environment_factory=environment_factory(ENV_ID, budget="mix", budgets=BUDGETS, show_budget=True, wrappers=[
-            lambda env: ProcessReward(env, "invalid_penalty", coef=0.1)]),
+            functools.partial(ProcessReward, signal="invalid_penalty", coef=0.1)]),
     )
     trainer.train()
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import gymnasium as gym
 import pytest
 
 vf = pytest.importorskip("verifiers", reason="needs the verifiers extra")
@@ -117,3 +121,88 @@ def test_a_command_is_played_as_written_unless_fuzzy_matching_is_asked_for() -> 
         assert "locked" not in asyncio.run(first_answer(env, "Action: open green door"))
     with pytest.raises(ValueError, match="action matching must be one of"):
         BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget=4, action_matching="closest")
+
+
+class SlowEnv(gym.Wrapper):
+    """Every reset and step takes ``seconds`` (a real engine's work, done outside the GIL like I/O)."""
+
+    def __init__(self, env: gym.Env, seconds: float) -> None:
+        super().__init__(env)
+        self.seconds = seconds
+
+    def reset(self, **kwargs: Any):
+        time.sleep(self.seconds)
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any):
+        time.sleep(self.seconds)
+        return self.env.step(action)
+
+
+async def evaluate_with_heartbeat(env: BudgetMultiTurnEnv, **kwargs: Any) -> tuple[dict, float, float]:
+    """``env.evaluate(...)``'s results, its wall time and the longest the event loop was blocked."""
+    from scripted_clients import ScriptedClient
+
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def heartbeat() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    beat = asyncio.create_task(heartbeat())
+    start = time.perf_counter()
+    results = await env.evaluate(ScriptedClient(), "keydoor-expert", **kwargs)
+    wall = time.perf_counter() - start
+    done.set()
+    await beat
+    return results, wall, max(gaps)
+
+
+def test_concurrent_rollouts_overlap_and_leave_the_event_loop_free() -> None:
+    seconds, rollouts = 0.2, 4
+    env = BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget=2, num_examples=rollouts,
+                             wrappers=[functools.partial(SlowEnv, seconds=seconds)])
+    results, wall, stall = asyncio.run(evaluate_with_heartbeat(env, rollouts_per_example=1, max_concurrent=rollouts))
+    env_time = rollouts * 3 * seconds  # per rollout: reset + 2 steps, each `seconds`
+    assert [out["stop_condition"] for out in results["outputs"]] == ["env_terminated"] * rollouts
+    assert wall < 0.5 * env_time, (wall, env_time)  # the rollouts' env work overlapped
+    assert stall < seconds / 2, stall  # no env call ran on the event loop
+
+
+def test_a_curriculum_progresses_across_rollouts() -> None:
+    # Each rollout is a fresh env; without shared progress every one would draw the start budget (6).
+    env = BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget="curriculum:6->2@4", num_examples=5)
+    results, _, _ = asyncio.run(evaluate_with_heartbeat(env, rollouts_per_example=1, max_concurrent=1))
+    assert [out["metrics"]["budget"] for out in results["outputs"]] == [6, 5, 4, 3, 2]
+    assert env.progress.value == 5
+    # A row's own progress (a trainer's global one) still wins.
+    session = env._start_episode({"seed": 0, "progress": 4})
+    assert session.budget == 2
+
+
+@pytest.mark.parametrize("name", ["dataset", "eval_dataset", "max_turns"])
+def test_arguments_the_adapter_sets_itself_are_refused_in_one_line(name: str) -> None:
+    with pytest.raises(TypeError, match=f"sets {name}= itself") as error:
+        BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget=2, **{name: None})
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+def test_concurrent_rollouts_on_the_real_engine_end_without_errors() -> None:
+    # TextWorld's parsers are shared by all engines of a process; the engines take turns on them
+    # (textworld_engine._TEXTWORLD_LOCK), so rollouts in threads cannot corrupt each other.
+    from agentgym_budget._optional import is_installed
+
+    if not all(is_installed(m) for m in ("textworld", "alfworld", "fast_downward")):
+        pytest.skip("needs the alfworld extra")
+    env = BudgetMultiTurnEnv(ENV_ID, budget=2, num_examples=4, env_kwargs={"engine": "textworld"})
+    results, _, _ = asyncio.run(evaluate_with_heartbeat(
+        env, rollouts_per_example=1, max_concurrent=4))
+    outputs = results["outputs"]
+    assert [out.get("error") for out in outputs] == [None] * 4
+    assert all(out["metrics"]["turns"] == 2 for out in outputs)

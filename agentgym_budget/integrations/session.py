@@ -9,6 +9,12 @@ the state of its current episode — the last observation and ``info``, whether 
 *terminated* (won or lost) or was *truncated* (budget spent), the return so far — so each
 adapter is only the translation to its library.
 
+How an episode ended is decided here, once, for every adapter: ``terminated`` if the env ended
+it, ``truncated`` only if the budget ran out first.  A step that both ends the episode and
+spends the budget (a win on the last turn) comes from ``TurnBudget`` with both flags set, as
+Gymnasium's ``TimeLimit`` does; the libraries report a single outcome, and that episode was
+won, not cut short, so the session reports it as terminated.
+
 The budget itself stays :class:`~agentgym_budget.wrappers.TurnBudget`'s: drawn at ``reset``
 from its seeded RNG, forced with ``reset(budget=T)``, shown in the observation with
 ``show_budget=True``, reported in ``info`` (``budget``, ``turn``, ``turns_left``).
@@ -25,11 +31,19 @@ Example:
     (True, False, True, 'truncated')
     >>> session.summary()["budget"], session.summary()["turns"]
     (2, 2)
+
+    A win on the budget's last turn is a win (``TurnBudget`` says terminated *and* truncated):
+
+    >>> _ = session.reset(seed=0, budget=2, options={"task": "red-blue"})
+    >>> _ = session.step("take key"); _ = session.step("open red door")
+    >>> session.won, session.terminated, session.truncated, session.outcome
+    (True, True, False, 'terminated')
 """
 
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -39,7 +53,7 @@ from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.wrappers.budget import TurnBudget, find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
-__all__ = ["BudgetSession", "EpisodeOver", "Wrapper", "format_turn", "json_safe"]
+__all__ = ["BudgetSession", "EpisodeOver", "SharedProgress", "Wrapper", "end_text", "format_turn", "json_safe"]
 
 #: Something that wraps an env (e.g. ``lambda env: ProcessReward(env, "subgoal", 0.1)``).
 Wrapper = Callable[[gym.Env], gym.Env]
@@ -55,6 +69,37 @@ class EpisodeOver(RuntimeError):
     """A step after the episode ended (terminated or truncated); call ``reset`` first."""
 
 
+class SharedProgress:
+    """Curriculum progress shared by the envs of an adapter that makes a fresh env per episode.
+
+    ``TurnBudget`` counts the resets (or steps) of its own env; a library that builds a new env
+    for every rollout (verifiers) would restart the curriculum at every episode.  Sessions given
+    the same ``SharedProgress`` draw their budgets at the progress of all of them together.
+    Thread-safe: concurrent rollouts each claim their own episode number.
+
+    >>> import agentgym_budget
+    >>> progress = SharedProgress()
+    >>> budgets = []
+    >>> for seed in range(3):
+    ...     session = BudgetSession("KeyDoor-Budget-v0", "curriculum:6->2@2", shared_progress=progress)
+    ...     _ = session.reset(seed=seed)
+    ...     budgets.append(session.budget)
+    >>> budgets, progress.value
+    ([6, 4, 2], 3.0)
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.value = float(start)
+        self._lock = threading.Lock()
+
+    def claim(self, amount: float) -> float:
+        """The progress so far, then add ``amount`` (an episode or a step) to it."""
+        with self._lock:
+            before = self.value
+            self.value += amount
+            return before
+
+
 class BudgetSession:
     """A budgeted text env and the state of its current episode.
 
@@ -63,11 +108,13 @@ class BudgetSession:
         budget: a budget spec (``4``, ``"mix"``, ``"mix:10,20"``, ``"curriculum:50->10@2000"``,
             a ``BudgetSchedule``); ``None``: the id's default (``X-Budget-v0`` ids only).
         wrappers: applied in order on top of the budgeted env (e.g. ``ProcessReward``).
+        shared_progress: count curriculum progress across sessions (:class:`SharedProgress`)
+            instead of per env; a ``progress`` given to :meth:`reset` still wins.
         env_kwargs: passed to :func:`make_budget_env` (``show_budget=True``, env options, ...).
     """
 
     def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
-                 **env_kwargs: Any) -> None:
+                 shared_progress: SharedProgress | None = None, **env_kwargs: Any) -> None:
         env: gym.Env = make_budget_env(env_id, budget, **env_kwargs)
         for wrap in wrappers:
             env = wrap(env)
@@ -77,6 +124,7 @@ class BudgetSession:
         if found is None:  # a wrapper that hides the chain: the budget could not be reported
             raise ValueError(f"the wrappers of {env_id!r} hide its TurnBudget (keep gym.Wrapper chains)")
         self.turn_budget: TurnBudget = found
+        self.shared_progress = shared_progress
         self.observation: str = ""
         self.info: dict[str, Any] = {}
         self.reward: float = 0.0  # the last step's reward
@@ -92,7 +140,8 @@ class BudgetSession:
 
     @property
     def outcome(self) -> str:
-        """``"running"``, ``"terminated"`` (won or lost) or ``"truncated"`` (budget spent)."""
+        """``"running"``, ``"terminated"`` (won or lost, also on the budget's last turn) or
+        ``"truncated"`` (the budget ran out first)."""
         return "terminated" if self.terminated else "truncated" if self.truncated else "running"
 
     @property
@@ -122,8 +171,11 @@ class BudgetSession:
 
         ``budget=T`` forces its budget, else it is drawn.  ``progress`` sets the curriculum
         progress first (``TurnBudget.set_progress``): adapters whose library makes a fresh env
-        per episode pass the trainer's global progress this way.
+        per episode pass the trainer's global progress this way (else a :class:`SharedProgress`
+        given to the session counts it).
         """
+        if progress is None and self.shared_progress is not None:
+            progress = self.shared_progress.claim(1.0 if self.turn_budget.core.counts_episodes else 0.0)
         if progress is not None:
             self.turn_budget.set_progress(float(progress))
         env_options = dict(options or {})
@@ -144,7 +196,12 @@ class BudgetSession:
         self.observation, reward, terminated, truncated, self.info = self.env.step(action)
         self.reward = float(reward)
         self.total_reward += self.reward
-        self.terminated, self.truncated = bool(terminated), bool(truncated)
+        # A step can both end the episode and spend the budget (Gymnasium's TimeLimit convention:
+        # both flags).  The libraries report one outcome: the env's end wins (see the module docstring).
+        self.terminated = bool(terminated)
+        self.truncated = bool(truncated) and not self.terminated
+        if self.shared_progress is not None and self.turn_budget.core.counts_steps:
+            self.shared_progress.claim(1.0)
         return self.observation
 
     def public_info(self) -> dict[str, Any]:
@@ -178,13 +235,27 @@ def format_turn(session: BudgetSession, list_commands: bool = True) -> str:
     Admissible commands: take key, open red door, open blue door
     """
     text = session.observation
-    if session.terminated:
-        text += f"\n\nThe episode is over: the task was {'completed' if session.won else 'failed'}."
-    elif session.truncated:
-        text += "\n\nThe episode is over: the turn budget is spent."
+    if session.done:
+        text += "\n\n" + end_text(session)
     elif list_commands and session.admissible_commands:
         text += "\nAdmissible commands: " + ", ".join(session.admissible_commands)
     return text
+
+
+def end_text(session: BudgetSession) -> str:
+    """How the episode ended, in one sentence for the model (``""`` while it runs).
+
+    >>> import agentgym_budget
+    >>> session = BudgetSession("KeyDoor-Budget-v0", budget=1)
+    >>> _ = session.reset(seed=0); _ = session.step("look")
+    >>> end_text(session)
+    'The episode is over: the turn budget is spent.'
+    """
+    if session.terminated:
+        return f"The episode is over: the task was {'completed' if session.won else 'failed'}."
+    if session.truncated:
+        return "The episode is over: the turn budget is spent."
+    return ""
 
 
 def json_safe(value: Any) -> Any:

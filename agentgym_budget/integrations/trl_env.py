@@ -8,11 +8,14 @@ instance's public methods as tools until it stops calling them (or
 
 * :func:`environment_factory` — the factory to pass: each instance is a :class:`BudgetToolEnv`
   over a :class:`~agentgym_budget.integrations.session.BudgetSession` (any registered id, any
-  budget spec: fixed, mix, curriculum; extra wrappers such as ``ProcessReward``).
+  budget spec: fixed, mix, curriculum; extra wrappers such as ``ProcessReward``).  It is a
+  ``functools.partial``, so it pickles — TRL's async GRPO trainer sends it to a spawned process —
+  as long as the wrappers do (``functools.partial(ProcessReward, signal=..., coef=...)``, not a lambda).
 * :class:`BudgetToolEnv` — ``reset(seed=..., budget=..., **row)`` (the dataset row: ``seed``
   picks the task and the budget draw, so the ``num_generations`` completions of a prompt play
-  the same task under the same budget, as GRPO's group baseline wants; ``budget`` forces it)
-  and one tool, ``act(command)``, one env turn per call.  With ``show_budget=True`` each
+  the same task under the same budget, as GRPO's group baseline wants; ``budget`` forces it;
+  a row without ``seed`` plays a fresh draw per rollout and warns, as then a group's members
+  play different tasks under different budgets) and one tool, ``act(command)``, one env turn per call.  With ``show_budget=True`` each
   observation ends with the remaining budget.
 * :func:`episode_reward` — the reward function to pass (``reward_funcs=[episode_reward]``): each
   rollout's return (the env's reward, won → 1, plus any process reward).  It also logs
@@ -26,12 +29,13 @@ What TRL's API cannot express, and what this adapter does instead:
 
 * The episode's end.  TRL's loop stops only when the model stops calling tools; an
   environment cannot end it.  When the env terminates or the budget truncates, ``act`` says so
-  in its result ("The episode is over: ...") and every later call fails with
-  :class:`~agentgym_budget.integrations.session.EpisodeOver` (TRL feeds the error back to the
-  model as the tool result).  Which of the two ended it is in the ``outcome`` column
-  (``terminated`` / ``truncated``; ``running`` when TRL stopped first: the model stopped
-  calling ``act`` or hit ``max_completion_length``).  Set ``max_tool_calling_iterations`` at
-  least to the largest budget.
+  in its result ("The episode is over: ...") and every later call answers the same, plays
+  nothing and spends nothing (a result, not an error: it names no other tool and does not count
+  as a failed tool call in TRL's ``tools/failure_frequency``).  Which of the two ended it is in
+  the ``outcome`` column (``terminated``, also for a win on the budget's last turn;
+  ``truncated``: the budget ran out first; ``running`` when TRL stopped first: the model
+  stopped calling ``act`` or hit ``max_completion_length``).  Set ``max_tool_calling_iterations``
+  at least to the largest budget.
 * Per-turn rewards.  GRPO scores a whole rollout: the reward is the episode's return.
 * Action masks.  A tool takes a free-form string; the admissible commands are listed in the
   observation text (``list_commands=True``) and anything else is answered in-game.
@@ -47,20 +51,28 @@ Example:
     You take the key...The episode is over: the turn budget is spent.
     >>> env.session.outcome, episode_reward([env])
     ('truncated', [0.0])
+    >>> print(env.act("open red door"))  # after the end: answered, not played
+    The episode is over: the turn budget is spent. This command was not played; the episode has no more turns.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.integrations.session import BudgetSession, Wrapper, format_turn
+from agentgym_budget.integrations.session import BudgetSession, Wrapper, end_text, format_turn
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 __all__ = ["BudgetToolEnv", "chatml_tool_tokenizer", "environment_factory", "episode_reward"]
 
 _WHAT = "the TRL adapter"
+NO_SEED_WARNING = (
+    "the dataset row has no 'seed': each rollout draws its own task and budget, so the completions of one "
+    "GRPO group play different episodes and the group baseline compares unlike ones; add a seed column "
+    "(e.g. seed = row index)")
 
 class BudgetToolEnv:
     """One TRL environment: a budgeted text env whose only tool is :meth:`act`.
@@ -76,6 +88,8 @@ class BudgetToolEnv:
 
     def reset(self, **row: Any) -> str:
         """Start an episode (``seed``, ``budget``, ``options`` from the dataset row); the first observation."""
+        if row.get("seed") is None:
+            warnings.warn(NO_SEED_WARNING, UserWarning, stacklevel=2)
         self.session.reset(seed=row.get("seed"), budget=row.get("budget"), options=row.get("options"),
                            progress=row.get("progress"))
         return format_turn(self.session, self.list_commands)
@@ -89,19 +103,21 @@ class BudgetToolEnv:
         Returns:
             What the game answers, and whether the episode is over.
         """
+        if self.session.done:  # TRL lets the model keep calling: answer, play nothing
+            return f"{end_text(self.session)} This command was not played; the episode has no more turns."
         self.session.step(command)
         return format_turn(self.session, self.list_commands)
 
 
 def environment_factory(env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
                         list_commands: bool = True, **env_kwargs: Any) -> Callable[[], BudgetToolEnv]:
-    """``GRPOTrainer(environment_factory=...)`` for ``env_id`` under ``budget`` (kwargs: :class:`BudgetToolEnv`)."""
-    wrappers = tuple(wrappers)
+    """``GRPOTrainer(environment_factory=...)`` for ``env_id`` under ``budget`` (kwargs: :class:`BudgetToolEnv`).
 
-    def make() -> BudgetToolEnv:
-        return BudgetToolEnv(env_id, budget, wrappers=wrappers, list_commands=list_commands, **env_kwargs)
-
-    return make
+    A ``functools.partial`` rather than a closure: TRL's async GRPO trainer pickles the factory
+    into a spawned rollout process.
+    """
+    return functools.partial(BudgetToolEnv, env_id, budget, wrappers=tuple(wrappers), list_commands=list_commands,
+                             **env_kwargs)
 
 
 def episode_reward(environments: Sequence[BudgetToolEnv], log_extra: Callable[[str, list], None] | None = None,

@@ -17,7 +17,16 @@
   ``max_turns`` is left unlimited (the budget is the limit);
 * the reward is the episode's return (won → 1, plus any process reward); metrics ``budget``,
   ``turns``, ``won``, ``terminated``, ``truncated`` (weight 0) and ``state["episode"]``
-  (the JSON summary) come with every rollout.
+  (the JSON summary) come with every rollout.  A win on the budget's last turn is
+  ``env_terminated`` / ``terminated``; ``budget_truncated`` means the budget ran out first.
+* the env runs off the event loop (``asyncio.to_thread``, as verifiers' own TextArena env
+  does): a real engine's seconds-long reset or step never stalls the other rollouts;
+* curriculum budgets progress across rollouts: every episode is a fresh env, so the rollouts
+  share one :class:`~agentgym_budget.integrations.session.SharedProgress` (their count of
+  episodes, or steps); a row's ``info["progress"]`` (a trainer's global progress) still wins.
+
+``dataset``, ``eval_dataset`` and ``max_turns`` are the adapter's own (the rows are seeds, the
+budget is the limit): passing them is refused with a one-line ``TypeError``.
 
 Example:
     >>> from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv
@@ -28,11 +37,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import asyncio
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.integrations.session import BudgetSession, Wrapper, format_turn
+from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn
 from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
@@ -43,6 +53,12 @@ datasets = require("datasets", "verifiers", _WHAT)
 __all__ = ["BudgetMultiTurnEnv", "StrictServerClient"]
 
 _METRICS = ("budget", "turns", "won", "terminated", "truncated")
+#: ``vf.MultiTurnEnv`` arguments the adapter sets itself, and what to pass instead.
+_OWN_ARGUMENTS = {
+    "dataset": "its rows are episode seeds: pass num_examples= and first_seed=",
+    "eval_dataset": "its rows are episode seeds: pass num_examples= and first_seed=",
+    "max_turns": "the turn budget is each episode's limit: pass budget=",
+}
 
 
 class BudgetMultiTurnEnv(vf.MultiTurnEnv):
@@ -57,12 +73,14 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         action_matching: ``"exact"`` (default) or ``"fuzzy"``, as
             :func:`~agentgym_budget.policies.prompting.parse_action`'s ``matching``.  Keep ``exact``
             to train on the rollouts: the loss must score the tokens that determined the action.
-        vf_kwargs: passed to ``vf.MultiTurnEnv`` (``timeout_seconds``, ``max_seq_len``, ...).
+        vf_kwargs: passed to ``vf.MultiTurnEnv`` (``timeout_seconds``, ``max_seq_len``, ...; not
+            ``dataset``, ``eval_dataset``, ``max_turns``: see the module docstring).
     """
 
     def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, num_examples: int = 20, first_seed: int = 0,
                  system_prompt: str = SYSTEM_PROMPT, list_commands: bool = True, wrappers: Iterable[Wrapper] = (),
                  env_kwargs: dict[str, Any] | None = None, action_matching: str = "exact", **vf_kwargs: Any) -> None:
+        _refuse_own_arguments(vf_kwargs)
         self.action_matching = check_matching(action_matching)
         self.budget_env_id, self.budget_spec = env_id, budget
         self.wrappers, self.env_kwargs, self.list_commands = tuple(wrappers), dict(env_kwargs or {}), list_commands
@@ -75,12 +93,12 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         super().__init__(dataset=dataset, eval_dataset=dataset, system_prompt=system_prompt, rubric=rubric,
                          max_turns=-1, **vf_kwargs)
         self._sessions: dict[int, BudgetSession] = {}
+        #: the curriculum's progress over all rollouts (each rollout builds a fresh env)
+        self.progress = SharedProgress()
 
     async def setup_state(self, state: vf.State) -> vf.State:
-        info = state["info"] or {}
-        session = BudgetSession(self.budget_env_id, self.budget_spec, wrappers=self.wrappers, **self.env_kwargs)
-        session.reset(seed=info.get("seed"), budget=info.get("budget"), options=info.get("options"),
-                      progress=info.get("progress"))
+        # make + reset can take seconds on a real engine: off the event loop
+        session = await asyncio.to_thread(self._start_episode, state["info"] or {})
         self._sessions[id(state)] = session
         prompt = list(state["prompt"])
         if prompt and _role(prompt[-1]) == "user" and not _content(prompt[-1]):
@@ -92,7 +110,8 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
         session = self._sessions[id(state)]
         reply = str(_content(messages[-1]) or "")
-        session.step(parse_action(reply, session.admissible_commands, matching=self.action_matching))
+        command = parse_action(reply, session.admissible_commands, matching=self.action_matching)
+        await asyncio.to_thread(session.step, command)
         state["episode"] = session.summary()
         response = [vf.UserMessage(content=format_turn(session, self.list_commands))]
         if session.done:
@@ -113,7 +132,15 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
     async def close_episode(self, state: vf.State) -> None:
         session = self._sessions.pop(id(state), None)
         if session is not None:
-            session.close()
+            await asyncio.to_thread(session.close)
+
+    def _start_episode(self, info: Mapping[str, Any]) -> BudgetSession:
+        """A fresh env playing the row's episode (runs in a worker thread)."""
+        session = BudgetSession(self.budget_env_id, self.budget_spec, wrappers=self.wrappers,
+                                shared_progress=self.progress, **self.env_kwargs)
+        session.reset(seed=info.get("seed"), budget=info.get("budget"), options=info.get("options"),
+                      progress=info.get("progress"))
+        return session
 
 
 class StrictServerClient(vf.OpenAIChatCompletionsClient):
@@ -134,6 +161,12 @@ class StrictServerClient(vf.OpenAIChatCompletionsClient):
 async def episode_return(state: vf.State, **_: Any) -> float:
     """The episode's return: the env's reward (won → 1) plus any process reward."""
     return float(state.get("episode", {}).get("return", 0.0))
+
+
+def _refuse_own_arguments(vf_kwargs: Mapping[str, Any]) -> None:
+    for name, instead in _OWN_ARGUMENTS.items():
+        if name in vf_kwargs:
+            raise TypeError(f"BudgetMultiTurnEnv sets {name}= itself ({instead})")
 
 
 def _role(message: Any) -> str | None:

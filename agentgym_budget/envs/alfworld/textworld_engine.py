@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,12 @@ _WHAT = "ALFWorld's real engine (engine='textworld')"
 #: TextWorld modules whose ``_parse_and_convert`` (a TatSu parse of a grammar or logic string)
 #: dominates the real engine's step: each step re-parses the same few hundred strings.
 _PARSER_MODULES = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic")
+
+#: Those parsers are module-level TatSu parser objects with state (a rule stack), shared by every
+#: engine in the process: two engines parsing at once from two threads corrupt it (IndexError
+#: inside TatSu, seen with 4 concurrent verifiers rollouts).  Engines in one process therefore
+#: take turns; they are pure Python under the GIL, so this costs no parallelism.
+_TEXTWORLD_LOCK = threading.RLock()
 
 
 def memoize_textworld_parsers() -> None:
@@ -90,19 +97,22 @@ class TextWorldAlfredEngine:
         self.last_state: Any = None
 
     def reset(self, game: AlfredGame) -> EngineStep:
-        if game != self._game:
-            self._env.load(game.to_tw_pddl())  # PddlEnv.load takes the game dict as well as a path
-            self._game = game
-        return self._record(self._env.reset())
+        with _TEXTWORLD_LOCK:
+            if game != self._game:
+                self._env.load(game.to_tw_pddl())  # PddlEnv.load takes the game dict as well as a path
+                self._game = game
+            return self._record(self._env.reset())
 
     def step(self, command: str) -> EngineStep:
         if self._game is None:
             raise RuntimeError("TextWorldAlfredEngine.step() called before reset()")
-        state, _, _ = self._env.step(command)
+        with _TEXTWORLD_LOCK:
+            state, _, _ = self._env.step(command)
         return self._record(state)
 
     def close(self) -> None:
-        self._env.close()
+        with _TEXTWORLD_LOCK:
+            self._env.close()
         self._game = None
 
     def _record(self, state: Any) -> EngineStep:

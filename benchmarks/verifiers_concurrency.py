@@ -1,0 +1,113 @@
+"""Do concurrent verifiers rollouts overlap on the real ALFWorld engine?  (issue 27)
+
+verifiers runs a group's rollouts as concurrent asyncio tasks.  An env that resets or steps
+*on* the event loop serialises them and stalls everything else on it (the model calls of the
+other rollouts); :class:`~agentgym_budget.integrations.verifiers_env.BudgetMultiTurnEnv` runs
+them in worker threads.  This evaluates ``--rollouts`` episodes of ``ALFWorld-Budget-v0`` on
+``--engine`` (default ``textworld``, the real TextWorld + Fast Downward engine) twice through
+``env.evaluate``: one at a time (``max_concurrent=1``, the sum of the rollouts' times) and all
+at once, with a stand-in model that answers a random admissible command after ``--latency``
+seconds (a served model's wait), and reports both wall times and the longest the event loop
+went without running (a 5 ms heartbeat task).
+
+Run (about a CPU-minute on the real engine):
+    python benchmarks/verifiers_concurrency.py --rollouts 4 --budget 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import re
+import time
+from typing import Any
+
+import verifiers as vf
+
+import agentgym_budget  # noqa: F401  (registers the envs)
+from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv
+
+
+class RandomCommandClient(vf.Client):
+    """A stand-in model: after ``latency`` seconds, ``Action: <a random admissible command>``."""
+
+    def __init__(self, latency: float, seed: int = 0) -> None:
+        super().__init__(client_or_config=None)
+        self.latency, self.rng = latency, random.Random(seed)
+
+    async def get_response(self, prompt: vf.Messages, model: str, sampling_args: Any, tools: Any = None,
+                           **kwargs: Any) -> vf.Response:
+        await asyncio.sleep(self.latency)
+        last = prompt[-1]
+        text = last.get("content") if isinstance(last, dict) else last.content
+        listed = re.search(r"Admissible commands: (.*)", str(text))
+        command = self.rng.choice(listed.group(1).split(", ")) if listed else "look"
+        message = vf.ResponseMessage(content=f"Action: {command}", finish_reason="stop", is_truncated=False)
+        return vf.Response(id="stand-in", created=int(time.time()), model=model, message=message)
+
+    def setup_client(self, config: Any) -> None:
+        return None
+
+    async def to_native_tool(self, tool: Any) -> Any:
+        return tool
+
+    async def to_native_prompt(self, messages: vf.Messages) -> tuple[Any, dict]:
+        return messages, {}
+
+    async def get_native_response(self, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    async def raise_from_native_response(self, response: Any) -> None:
+        return None
+
+    async def from_native_response(self, response: Any) -> vf.Response:
+        raise NotImplementedError
+
+    async def close(self) -> None:
+        return None
+
+
+async def timed_evaluate(env: BudgetMultiTurnEnv, latency: float, max_concurrent: int) -> dict[str, float]:
+    gaps: list[float] = []
+    done = asyncio.Event()
+
+    async def heartbeat() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    beat = asyncio.create_task(heartbeat())
+    start = time.perf_counter()
+    results = await env.evaluate(RandomCommandClient(latency), "stand-in", rollouts_per_example=1,
+                                 max_concurrent=max_concurrent)
+    wall = time.perf_counter() - start
+    done.set()
+    await beat
+    turns = sum(out["metrics"]["turns"] for out in results["outputs"])
+    return {"max_concurrent": max_concurrent, "wall_s": round(wall, 2), "max_loop_stall_s": round(max(gaps), 3),
+            "turns": turns, "errors": sum(out.get("error") is not None for out in results["outputs"])}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rollouts", type=int, default=4)
+    parser.add_argument("--budget", type=int, default=5)
+    parser.add_argument("--engine", default="textworld")
+    parser.add_argument("--latency", type=float, default=0.1, help="the stand-in model's seconds per reply")
+    parser.add_argument("--first-seed", type=int, default=0)
+    args = parser.parse_args()
+    env = BudgetMultiTurnEnv("ALFWorld-Budget-v0", budget=args.budget, num_examples=args.rollouts,
+                             first_seed=args.first_seed, env_kwargs={"engine": args.engine})
+    for max_concurrent in (1, args.rollouts):
+        row = asyncio.run(timed_evaluate(env, args.latency, max_concurrent))
+        print(json.dumps({"engine": args.engine, "rollouts": args.rollouts, "budget": args.budget,
+                          "latency_s": args.latency, **row}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
