@@ -83,7 +83,7 @@ import gymnasium as gym
 
 from agentgym_budget._optional import require
 from agentgym_budget.envs.registration import FAMILIES
-from agentgym_budget.integrations.session import BudgetSession, EpisodeOver, Wrapper, format_turn
+from agentgym_budget.integrations.session import BudgetSession, EpisodeOver, SharedProgress, Wrapper, format_turn
 from agentgym_budget.policies.prompting import check_matching, parse_action
 from agentgym_budget.wrappers import ProcessReward
 from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
@@ -98,8 +98,8 @@ __all__ = ["SkyRLBudgetEnv", "register_skyrl_envs", "reset_shared_progress", "sh
 #: ``env_config`` keys this adapter reads itself (the rest go to ``make_budget_env``).
 ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward"})
 
-_progress: dict[str, float] = {}  # shared_progress's counters, by _progress_key
-_progress_lock = threading.Lock()  # SkyRL may init envs from an executor's threads
+_progress: dict[str, SharedProgress] = {}  # shared_progress's counters, by _progress_key
+_progress_lock = threading.Lock()  # guards the dict: SkyRL may init envs from an executor's threads
 
 
 class SkyRLBudgetEnv(BaseTextEnv):
@@ -200,8 +200,7 @@ def register_skyrl_envs(env_ids: Iterable[str] | None = None) -> list[str]:
 def shared_progress(env_id: str, env_config: Mapping[str, Any] | None = None) -> float:
     """The curriculum progress the SkyRL envs of ``(env_id, env_config)`` share in this process:
     episodes started (steps taken, for a curriculum counted in steps) by every env of that key."""
-    with _progress_lock:
-        return _progress.get(_progress_key(env_id, _plain(env_config)), 0.0)
+    return _counter(_progress_key(env_id, _plain(env_config))).value
 
 
 def reset_shared_progress() -> None:
@@ -212,10 +211,12 @@ def reset_shared_progress() -> None:
 
 def _advance(key: str, by: float) -> float:
     """The counter's value before adding ``by``: an episode's progress is what came before it."""
+    return _counter(key).claim(by)
+
+
+def _counter(key: str) -> SharedProgress:
     with _progress_lock:
-        before = _progress.get(key, 0.0)
-        _progress[key] = before + by
-        return before
+        return _progress.setdefault(key, SharedProgress())
 
 
 def _progress_key(env_id: str, config: Mapping[str, Any]) -> str:
