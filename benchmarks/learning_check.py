@@ -33,48 +33,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-EVAL_TS = (2, 3, 4, 6)
-TRAIN_SUCCESS_TO_LEARN = 0.8
-EVAL_PASS_TO_LEARN = 0.8
-LAST_UPDATES = 20
-
+from agentgym_budget.train.learning_check import (HELD_OUT_PASS_TO_LEARN, LAST_UPDATES,  # noqa: E402
+                                                  TRAIN_SUCCESS_TO_LEARN)
 
 def run_seed(seed: int, overrides: dict[str, Any], out: str, eval_tasks: int, eval_attempts: int) -> dict[str, Any]:
-    """:func:`train_and_evaluate` with the run's own output in ``out/seed_N.log``."""
+    """One seed in this (worker) process, its trainer's output in ``out/seed_N.log``."""
+    from agentgym_budget.train.learning_check import train_and_evaluate
+
     Path(out).mkdir(parents=True, exist_ok=True)
     with open(f"{out}/seed_{seed}.log", "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        return train_and_evaluate(seed, overrides, out, eval_tasks, eval_attempts)
-
-
-def train_and_evaluate(seed: int, overrides: dict[str, Any], out: str, eval_tasks: int,
-                       eval_attempts: int) -> dict[str, Any]:
-    """Train one seed, evaluate it on the held-out set-ups; the CPU seconds include model building."""
-    import torch
-
-    from agentgym_budget.eval import evaluate
-    from agentgym_budget.train import Trainer, keydoor_smoke_config
-    from agentgym_budget.train.rollout import training_policy
-
-    torch.set_num_threads(1)
-    start_cpu, start_wall = time.process_time(), time.perf_counter()
-    config = keydoor_smoke_config(seed=seed, output_dir=f"{out}/seed_{seed}", **overrides)
-    trainer = Trainer(config)
-    history = trainer.train()
-    train_cpu = time.process_time() - start_cpu
-    policy = training_policy(trainer.model, trainer.tokenizer, config, temperature=config.eval_temperature)
-    result = evaluate("KeyDoor-Budget-v0", policy, ks=(1,), ts=EVAL_TS, tasks=eval_tasks, attempts=eval_attempts,
-                      seed=config.eval_seed, env_kwargs={"split": "test", "show_budget": config.show_budget},
-                      bootstrap=0)
-    success = [h["success_rate"] for h in history]
-    last = sum(success[-LAST_UPDATES:]) / len(success[-LAST_UPDATES:])
-    held_out = {t: result.value(1, t) for t in EVAL_TS}
-    return {
-        "seed": seed, "success": success, "last_success": last, "held_out_pass1": held_out,
-        "learned": last >= TRAIN_SUCCESS_TO_LEARN and held_out[2] >= EVAL_PASS_TO_LEARN,
-        "train_cpu_seconds": train_cpu, "cpu_seconds": time.process_time() - start_cpu,
-        "wall_seconds": time.perf_counter() - start_wall,
-        "kl_last": history[-1].get("kl"), "invalid_last": history[-1].get("invalid_action_rate"),
-    }
+        run = train_and_evaluate(seed, f"{out}/seed_{seed}", eval_tasks, eval_attempts, **overrides)
+    return run.to_dict()
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, Any]:
@@ -96,6 +65,7 @@ def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float],
     import numpy as np
     from scipy import stats
 
+    smooth = max(1, min(smooth, min(len(c) for c in curves)))
     kernel = np.ones(smooth) / smooth
     smoothed = np.array([np.convolve(c, kernel, mode="valid") for c in curves])  # [seeds, updates - smooth + 1]
     mean = smoothed.mean(axis=0)
@@ -155,10 +125,11 @@ def main() -> None:
             print(f"seed {run['seed']:>3}: {'learned' if run['learned'] else 'NOT learned'}  "
                   f"train success last {LAST_UPDATES} {run['last_success']:.2f}  held-out Pass@1 {held}  "
                   f"CPU {run['cpu_seconds'] / 60:.1f} min", flush=True)
+            run["held_out_pass1"] = {str(t): v for t, v in run["held_out_pass1"].items()}
     learned = sum(r["learned"] for r in runs)
     cpu = sorted(r["cpu_seconds"] for r in runs)
     print(f"learned {learned} / {len(runs)} seeds  (last-{LAST_UPDATES}-update training success >= "
-          f"{TRAIN_SUCCESS_TO_LEARN} and held-out Pass@(1,T=2) >= {EVAL_PASS_TO_LEARN})")
+          f"{TRAIN_SUCCESS_TO_LEARN} and held-out Pass@(1,T=2) >= {HELD_OUT_PASS_TO_LEARN})")
     print(f"CPU per seed: median {cpu[len(cpu) // 2] / 60:.1f} min, max {cpu[-1] / 60:.1f} min; "
           f"wall {time.perf_counter() - start:.0f} s with {args.workers} workers")
     mean, low, high = mean_band([r["success"] for r in runs])

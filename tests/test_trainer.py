@@ -148,25 +148,27 @@ def test_household_env_loop_runs_and_is_deterministic_for_a_seed(tmp_path):
     assert {k: v for k, v in h1[0].items() if k not in drop} == {k: v for k, v in h2[0].items() if k not in drop}
 
 
-@pytest.mark.slow  # the documented smoke run, shortened: ~30 s warm-up + ~2 min of updates on 2 busy cores
-@pytest.mark.xfail(strict=True, reason="open problem (docs/trainer.md): through the shared LLM layer the tiny run's "
-                                      "success stays flat (0.24 -> 0.27 over 100 updates; 0.27 -> 0.77 with the earlier "
-                                      "generate-based rollouts); the cause is not found yet")
-def test_the_documented_tiny_run_takes_steps_and_learns(tmp_path):
-    """The tiny model's defaults (format warm-up, lr, KL) with the docs' smoke-run flags: success rises."""
-    config = TrainConfig(env_id="KeyDoor-v0", budget="mix:2,3,4,6", total_updates=100, tasks_per_update=4,
-                         group_size=8, max_new_tokens=12, torch_threads=1, eval_every=0, save_every=0,
-                         output_dir=str(tmp_path), progress_bar=False, tensorboard=False)
-    assert (config.format_warmup_steps, config.learning_rate, config.kl_coef) == (150, 5e-4, 0.1)
-    history = Trainer(config).train()
-    assert sum(h["optimizer_steps"] for h in history) >= 90  # nearly every update has a group with signal
-    first = sum(h["success_rate"] for h in history[:25]) / 25  # 800 episodes per window
-    last = sum(h["success_rate"] for h in history[-25:]) / 25
-    assert last > first + 0.2, (first, last)  # measured: 0.27 -> 0.77 (random play wins ~0.3 within 4 turns)
+#: Seeds of the slow learning test; docs/trainer.md gives the 10-seed distribution they come from.
+LEARNING_TEST_SEEDS = (0, 1, 2)
+
+
+@pytest.mark.slow  # three seeds of the documented smoke run in parallel processes: ~10 CPU-minutes
+def test_the_documented_smoke_run_learns_in_at_least_two_of_three_fixed_seeds(tmp_path):
+    """Training success >= 0.8 over the last 20 updates and Pass@(1,T=2) >= 0.8 on held-out set-ups."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    from agentgym_budget.train.learning_check import train_and_evaluate
+
+    folders = [str(tmp_path / f"seed_{seed}") for seed in LEARNING_TEST_SEEDS]
+    with ProcessPoolExecutor(len(folders), mp_context=multiprocessing.get_context("spawn")) as pool:
+        runs = list(pool.map(train_and_evaluate, LEARNING_TEST_SEEDS, folders))
+    summary = [(run.seed, round(run.last_success, 2), run.held_out_pass1) for run in runs]
+    assert sum(run.learned for run in runs) >= 2, summary
 
 
 def test_model_dependent_defaults_and_their_limits():
-    assert (TrainConfig().format_warmup_steps, TrainConfig().learning_rate, TrainConfig().kl_coef) == (400, 1e-3, 0.1)
+    assert (TrainConfig().format_warmup_steps, TrainConfig().learning_rate, TrainConfig().kl_coef) == (400, 1e-3, 0.02)
     other = TrainConfig(model="some/hf-model")
     assert (other.format_warmup_steps, other.learning_rate, other.kl_coef) == (0, 1e-5, 0.0)
     assert TrainConfig(learning_rate=1e-3, kl_coef=0.0).learning_rate == 1e-3

@@ -38,7 +38,7 @@ __all__ = ["TrainConfig", "add_config_arguments", "config_from_arguments", "flag
 _MODEL_DEFAULTS: dict[str, tuple[Any, Any]] = {
     "format_warmup_steps": (400, 0),
     "learning_rate": (1e-3, 1e-5),
-    "kl_coef": (0.1, 0.0),
+    "kl_coef": (0.02, 0.0),
 }
 
 
@@ -119,7 +119,7 @@ class TrainConfig:
     epsilon_high: float = 0.28
     """ratio clip above: ``ratio <= 1 + epsilon_high`` (DAPO's clip-higher)"""
     kl_coef: float | None = None
-    """weight of the k3 KL to the frozen initial model (0: no reference model is kept; ``None``: 0.1 for
+    """weight of the k3 KL to the frozen initial model (0: no reference model is kept; ``None``: 0.02 for
     ``tiny``, whose reply format is fragile, 0 for any other model)"""
     entropy_coef: float = 0.0
     """entropy bonus weight (the loss subtracts ``entropy_coef * mean entropy``)"""
@@ -282,7 +282,8 @@ def keydoor_smoke_config(seed: int = 0, **overrides: Any) -> TrainConfig:
         ({'split': 'train'}, 'mix:2,3,4,6', 64, 10, 3)
     """
     smoke = dict(env_id="KeyDoor-v0", env_kwargs={"split": "train"}, budget="mix:2,3,4,6", total_updates=200,
-                 tasks_per_update=16, group_size=4, max_new_tokens=12, torch_threads=1, eval_every=0,
+                 tasks_per_update=16, group_size=4, update_epochs=2, minibatches=2, max_new_tokens=12,
+                 torch_threads=1, eval_every=0,
                  save_every=0, progress_bar=False, tensorboard=False, seed=seed)
     return TrainConfig(**{**smoke, **overrides})
 
