@@ -2,17 +2,17 @@
 
 Every :class:`~agentgym_budget.train.TrainConfig` field is a flag (``--help`` lists them).
 
-    # CPU smoke run: the offline tiny model on the toy KeyDoor env, BudgetMix over 2..6 turns; the tiny
-    # model's defaults include a 150-step format warm-up (30 s); with the earlier generate-based rollouts
-    # success rose from ~0.3 to ~0.8 over the 150 updates, through the shared LLM layer it does not yet
-    # (an open problem: docs/trainer.md)
-    python examples/train_llm_budgetmix.py --env-id KeyDoor-v0 --budget mix:2,3,4,6 --total-updates 150 \\
-        --tasks-per-update 4 --group-size 8 --max-new-tokens 12 --eval-every 50 --eval-tasks 24 \\
-        --eval-attempts 2 --eval-ks 1,2 --torch-threads 1 --output-dir runs/keydoor_mix
+    # CPU smoke run (agentgym_budget.train.keydoor_smoke_config): the offline tiny model on KeyDoor's
+    # training set-ups, BudgetMix over 2..6 turns, evaluated on held-out set-ups; measured over 10 seeds
+    # in docs/trainer.md (benchmarks/learning_check.py), about 3 CPU-minutes a seed
+    python examples/train_llm_budgetmix.py --env-id KeyDoor-v0 --env-kwargs '{"split": "train"}' \\
+        --budget mix:2,3,4,6 --total-updates 200 --tasks-per-update 16 --group-size 4 --update-epochs 2 \\
+        --minibatches 2 --max-new-tokens 12 --eval-every 50 --eval-tasks 40 --eval-attempts 2 --eval-ks 1,2 \\
+        --torch-threads 1 --output-dir runs/keydoor_mix
 
     # the same on 2 processes (torch.distributed: DDP over gloo on CPU; --distributed fsdp for FSDP2)
     torchrun --nproc_per_node 2 examples/train_llm_budgetmix.py --env-id KeyDoor-v0 --budget mix:2,3,4,6 \\
-        --total-updates 150 --tasks-per-update 4 --group-size 8 --max-new-tokens 12 --output-dir runs/ddp
+        --total-updates 200 --tasks-per-update 16 --group-size 4 --max-new-tokens 12 --output-dir runs/ddp
 
     # the comparison: the same run, one flag apart
     python examples/train_llm_budgetmix.py --env-id ALFWorld-v0 --model Qwen/Qwen2.5-0.5B-Instruct \\

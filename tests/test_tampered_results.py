@@ -106,6 +106,16 @@ def test_nan_and_infinity_are_refused_wherever_they_stand(folder) -> None:
         PassKTResult.load(folder)
 
 
+def test_a_number_too_large_for_a_float_is_refused_not_a_traceback(folder) -> None:
+    path = folder / EPISODES_FILE
+    lines = path.read_text().splitlines()
+    head, _, tail = lines[0].partition('"seconds":')
+    lines[0] = head + '"seconds":' + "1" * 400 + "," + tail.split(",", 1)[1]
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=f"{EPISODES_FILE}, line 1 .*seconds"):
+        read_episodes(folder)
+
+
 TRANSCRIPT_TAMPERING = {
     "token script": (lambda t: t["turns"][0].__setitem__("prompt_tokens", PAYLOAD),
                      r"turns\[0\]: prompt_tokens: expected an integer >= 0 or null"),

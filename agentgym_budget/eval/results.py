@@ -295,6 +295,8 @@ class PassKTFile:
     def read(cls, data: Any) -> PassKTFile:
         """``data`` (a parsed ``passkt.json``) if its fields and shapes agree, else a :class:`RecordError`."""
         file = cls(**checked(cls, data))
+        if not file.ks or not file.ts:
+            raise RecordError(f"the grid needs at least one K and one T, got ks={file.ks}, ts={file.ts}")
         k, t = len(file.ks), len(file.ts)
         shapes = {"pass": (file.pass_, k, t), "stderr": (file.stderr, k, t), "ci_low": (file.ci_low, k, t),
                   "ci_high": (file.ci_high, k, t), "successes": (file.successes, t, file.tasks)}

@@ -152,10 +152,17 @@ def _check(hint: Any, value: Any, path: str) -> Any:
 _SCALARS: dict[Any, Callable[[Any], bool]] = {
     bool: lambda v: isinstance(v, bool),
     int: lambda v: isinstance(v, int) and not isinstance(v, bool),
-    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v),
+    float: lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and _finite(v),
     str: lambda v: isinstance(v, str),
     type(None): lambda v: v is None,
 }
+
+
+def _finite(number: int | float) -> bool:
+    try:
+        return math.isfinite(number)
+    except OverflowError:  # an int too large for a float (a 400-digit "seconds") is no valid number
+        return False
 
 
 def _check_items(hint: Any, values: list[Any], path: str) -> list[Any]:
