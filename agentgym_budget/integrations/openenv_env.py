@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.integrations.session import BudgetSession, EpisodeOver, Wrapper
+from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 if TYPE_CHECKING:
@@ -236,8 +237,7 @@ def _checked_progress(progress: Any) -> float | None:
 
 
 def _one_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    return printable_line(error, limit=300) or type(error).__name__
 
 
 class BudgetEnvClient(EnvClient[TextAction, TextObservation, BudgetState]):

@@ -48,6 +48,7 @@ from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.hf import HFChatBackend
 from agentgym_budget.policies.llm import LLMPolicy
+from agentgym_budget.text import printable_line
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.wrappers import ProcessReward
 
@@ -198,7 +199,7 @@ def _play(policy: LLMPolicy, envs: Sequence[gym.Env], seeds: Sequence[int], samp
 def _fail(episode: Episode, error: Exception, where: str) -> None:
     """Mark ``episode`` failed: its turns are dropped (a half episode has no return to learn from)."""
     warnings.warn(f"the env of seed {episode.seed} raised at {where}: {type(error).__name__}: "
-                  f"{str(error).splitlines()[0] if str(error) else ''}", RuntimeWarning, stacklevel=3)
+                  f"{printable_line(error, limit=300)}", RuntimeWarning, stacklevel=3)
     episode.env_failures += 1
     episode.failed = True
     episode.turns, episode.won, episode.terminated, episode.invalid_actions = [], False, False, 0
