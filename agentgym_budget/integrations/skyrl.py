@@ -130,17 +130,17 @@ class SkyRLBudgetEnv(BaseTextEnv):
         process_reward = config.pop("process_reward", None)
         if process_reward is not None:
             wrappers = [*wrappers, _process_reward_wrapper(process_reward)]
-        self.session = BudgetSession(env_id, budget, wrappers=wrappers, **config)
+        # SkyRL makes a fresh env per trajectory: the session counts its curriculum on this config's
+        # process-wide counter (an extras["progress"] passed to reset still wins)
+        self.session = BudgetSession(env_id, budget, wrappers=wrappers, shared_progress=_counter(self.progress_key),
+                                     **config)
         self.extras = _plain(extras)
         self.max_turns = self.session.turn_budget.schedule.max_budget  # for code that reads BaseTextEnv.max_turns
-        self.counts_steps = getattr(self.session.turn_budget.schedule, "unit", "episodes") == "steps"
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
         """Reset the env; the prompt with the first observation appended as a user message."""
         options = self.extras.get("options")
-        progress = self.extras.get("progress")
-        if progress is None:  # SkyRL passes none: the shared counter of this env config (module docstring)
-            progress = _advance(self.progress_key, 0 if self.counts_steps else 1)
+        progress = self.extras.get("progress")  # SkyRL passes none: the shared counter (module docstring)
         self.turns = 0
         with self._closed_on_fault("init"):
             self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
@@ -154,8 +154,6 @@ class SkyRLBudgetEnv(BaseTextEnv):
         with self._closed_on_fault(f"step {self.turns + 1}"):
             self.session.step(command)
         self.turns += 1
-        if self.counts_steps and "progress" not in self.extras:
-            _advance(self.progress_key, 1)
         done = self.session.done
         observations = [] if done else [{"role": "user", "content": format_turn(self.session, self.list_commands)}]
         return BaseTextEnvStepOutput(observations=observations, reward=self.session.reward, done=done,
@@ -207,11 +205,6 @@ def reset_shared_progress() -> None:
     """Start every :func:`shared_progress` counter again at 0 (a new training run in the same process)."""
     with _progress_lock:
         _progress.clear()
-
-
-def _advance(key: str, by: float) -> float:
-    """The counter's value before adding ``by``: an episode's progress is what came before it."""
-    return _counter(key).claim(by)
 
 
 def _counter(key: str) -> SharedProgress:
