@@ -106,6 +106,17 @@ def test_nan_and_infinity_are_refused_wherever_they_stand(folder) -> None:
         PassKTResult.load(folder)
 
 
+def test_tampered_nested_metrics_are_refused_in_one_line(folder, capsys) -> None:
+    from agentgym_budget.cli import main
+
+    edit_result(folder, lambda d: d.__setitem__("metrics", {k: "x" for k in d["metrics"]}))
+    with pytest.raises(RecordError, match="passkt.json: metrics: not as the evaluator writes them"):
+        PassKTResult.load(folder)
+    assert main(["report", str(folder)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "metrics: not as the evaluator writes them" in err and len(err.splitlines()) == 1
+
+
 def test_a_number_too_large_for_a_float_is_refused_not_a_traceback(folder) -> None:
     path = folder / EPISODES_FILE
     lines = path.read_text().splitlines()

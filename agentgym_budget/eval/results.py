@@ -118,12 +118,19 @@ class PassKTResult:
         per_task = passkt_grid(successes, file.attempts, ks, ts, bootstrap=0).per_task
         grid = PassKTGrid(ks, ts, np.asarray(file.pass_), np.asarray(file.stderr), np.asarray(file.ci_low),
                           np.asarray(file.ci_high), per_task, file.ci_level)
-        return cls(
+        result = cls(
             env_id=file.env_id, policy=file.policy, mode=file.mode, show_budget=file.show_budget, ks=ks, ts=ts,
             attempts=file.attempts, seed=file.seed, successes=successes, task_seeds=file.task_seeds,
             plan_lengths=file.plan_lengths, grid=grid, metrics=file.metrics, config=file.config, timing=file.timing,
             usage=file.usage, task_games=file.task_games,
         )
+        # The nested metrics are checked by reading them as every consumer does (the table rows):
+        # a structure the evaluator does not write is refused here, not a traceback in 'report'.
+        try:
+            result.metrics_rows()
+        except (TypeError, AttributeError, KeyError, IndexError, ValueError) as e:
+            raise RecordError(f"metrics: not as the evaluator writes them ({type(e).__name__}: {e})") from None
+        return result
 
     def save_json(self, path: str | Path) -> Path:
         path = Path(path)
