@@ -95,6 +95,15 @@ FAMILIES: tuple[EnvFamily, ...] = (
         held_out_split="test",
     ),
     EnvFamily(
+        name="KeyDoorRooms",
+        entry_point="agentgym_budget.envs.toy.key_door_rooms:KeyDoorRoomsEnv",
+        description="toy: KeyDoor's task with the key and the doors in rooms along a corridor of 3-5 rooms "
+        "(at most 4 commands, 4-6-turn expert); for budget-sensitive learning checks",
+        max_episode_steps=16,
+        default_budget="fixed:8",
+        held_out_split="test",
+    ),
+    EnvFamily(
         name="WebShop",
         entry_point="agentgym_budget.envs.webshop.env:WebShopEnv",
         description="WebShop text mode (search[...]/click[...]) over a bundled generated 3,000-product "
