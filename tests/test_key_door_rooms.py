@@ -139,6 +139,7 @@ def test_random_policy_win_rate_is_exact_and_matches_simulation():
             _, info = env.reset(seed=seed)
             done = False
             while not done:
+                assert 1 <= len(info["admissible_commands"]) <= 4
                 _, _, terminated, truncated, info = env.step(str(rng.choice(info["admissible_commands"])))
                 done = terminated or truncated
             wins += info["won"]
