@@ -190,8 +190,8 @@ class TrainConfig:
     """the T (turn budgets) of the grid"""
     eval_split: str = "auto"
     """the ``split=`` of the evaluation env: ``auto`` (the family's held-out split: ALFWorld
-    ``valid_unseen``, WebShop ``test``, ScienceWorld ``dev``, TextWorld challenges ``valid``; none
-    for KeyDoor and single TextWorld games, whose evaluation tasks repeat training ones), a split
+    ``valid_unseen``, WebShop ``test``, ScienceWorld ``dev``, TextWorld challenges ``valid``, KeyDoor
+    ``test``; none for single TextWorld games, whose evaluation tasks repeat training ones), a split
     name, or ``same`` (the training env's kwargs)"""
     eval_seed: int = 1_000_003
     """base seed of the evaluation tasks (training draws its tasks from ``seed``)"""
