@@ -32,9 +32,10 @@ seeds with a Student-t CI comes from :func:`agentgym_budget.eval.aggregate_resul
 
 Cost: about 2.7 CPU-minutes per run of 200 updates on this machine (training, warm-up and
 evaluation; one core per run), so the defaults (5 arms x 5 seeds) take about 68 CPU-minutes
-(34 minutes of wall time on 2 free cores).  To stay under 45 CPU-minutes: ``--updates 130``
-(5 x 5 x 1.75 ≈ 44), or ``--seeds 0,1,2`` (5 x 3 x 2.7 ≈ 41; 4 seeds ≈ 54 is still over), or
-fewer arms (``--arms fixed:2,mix,curriculum``: 3 x 5 x 2.7 ≈ 41).  The total CPU time is printed.
+(34 minutes of wall time on 2 free cores).  To stay under 45 CPU-minutes: ``--updates 120``
+(5 x 5 x 1.6 ≈ 41, a little more for the fixed warm-up and evaluation; 150 updates ≈ 51 and 4
+seeds ≈ 54 are still over), or ``--seeds 0,1,2`` (5 x 3 x 2.7 ≈ 41), or fewer arms
+(``--arms fixed:2,mix,curriculum``: 3 x 5 x 2.7 ≈ 41).  The total CPU time is printed.
 
 Another KeyDoor-like family: ``--env-id`` and its budgets by flags, e.g.
 ``--env-id KeyDoorRooms-v0 --fixed 4,8 --mix 4,5,6,8`` (``--ts`` defaults to the union of the
@@ -43,7 +44,7 @@ fixed and mix budgets).
 Run::
 
     python benchmarks/budgetmix_study.py --out runs/budgetmix_study                  # issue 25, step 4
-    python benchmarks/budgetmix_study.py --out runs/budgetmix_study --updates 130     # <= 45 CPU-minutes
+    python benchmarks/budgetmix_study.py --out runs/budgetmix_study --updates 120     # <= 45 CPU-minutes
 """
 
 from __future__ import annotations
@@ -126,9 +127,8 @@ def markdown_tables(pass1: dict[str, dict[str, Any]], paired: dict[str, dict[str
     lines = ["Pass@(1,T) on held-out tasks, mean over seeds [95 % t-CI over seeds], points\n",
              header.format("arm")]
     for arm, cells in pass1.items():
-        lines.append(f"| {arm} | " + " | ".join(
-            f"{points(c['mean'])} [{points(c['ci_low'])}, {points(c['ci_high'])}]" for c in map(cells.get, map(str, ts)))
-            + " |\n")
+        lines.append(f"| {arm} | " + " | ".join(f"{points(c['mean'])} [{points(c['ci_low'])}, {points(c['ci_high'])}]"
+                                               for c in map(cells.get, map(str, ts))) + " |\n")
     lines += ["\nPaired differences over seeds, points (95 % paired bootstrap CI over seeds; * = excludes 0)\n",
               header.format("comparison")]
     for name, cells in paired.items():

@@ -62,14 +62,16 @@ def test_a_tiny_study_writes_evaluator_results_and_the_comparison_table(tmp_path
 
     from agentgym_budget.eval import PassKTResult, compare_results
 
-    results = {arm: PassKTResult.load(out / arm / "seed_0" / "held_out_eval" / "passkt.json") for arm in ("fixed2", "mix")}
+    results = {arm: PassKTResult.load(out / arm / "seed_0" / "held_out_eval" / "passkt.json")
+               for arm in ("fixed2", "mix")}
     for result in results.values():
         assert result.ts == (2, 3, 4, 6) and result.ks == (1,) and result.n_tasks == 3
         assert result.config["env_kwargs"]["split"] == "test"  # held-out set-ups
     compare_results(results["fixed2"], results["mix"])  # same tasks: the CLI's paired comparison accepts them
 
     report = json.loads((out / "budgetmix_study.json").read_text())
-    assert list(report["paired"]) == ["mix − fixed:2"] and list(report["paired"]["mix − fixed:2"]) == ["2", "3", "4", "6"]
+    assert list(report["paired"]) == ["mix − fixed:2"]
+    assert list(report["paired"]["mix − fixed:2"]) == ["2", "3", "4", "6"]
     assert list(report["pass1"]) == ["fixed:2", "mix"]
     assert report["arms"]["mix"]["budget"] == "mix:2,3,4,6" and report["arms"]["fixed:2"]["budget"] == "fixed:2"
     assert report["cpu_seconds"] > 0

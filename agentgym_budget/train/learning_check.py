@@ -3,10 +3,11 @@ evaluated on set-ups held out from training (``benchmarks/learning_check.py`` ru
 
 A seed *learned* when its mean training success over the last :data:`LAST_UPDATES` updates is
 at least :data:`TRAIN_SUCCESS_TO_LEARN` (random play: ~0.3) **and** its evaluation
-Pass@(1,T) at the smallest evaluated T (2 by default) on KeyDoor's ``test`` set-ups — door pairs never seen in training — is at least
-:data:`HELD_OUT_PASS_TO_LEARN` (random play: 0.11).  The second condition is what makes it a
-check of *reading the task*: KeyDoor's ``train`` split shows every door pair with either door
-as the goal, and ``test`` asks for the same reading with new door pairs.
+Pass@(1,T) at the smallest evaluated T (2 by default) on KeyDoor's ``test`` set-ups — door
+pairs never seen in training — is at least :data:`HELD_OUT_PASS_TO_LEARN` (random play:
+0.11).  The second condition is what makes it a check of *reading the task*: KeyDoor's
+``train`` split shows every door pair with either door as the goal, and ``test`` asks for the
+same reading with new door pairs.
 
 Example:
     >>> run = LearningRun(seed=0, success=[0.3] * 10 + [0.9] * 20, held_out_pass1={2: 0.85, 4: 0.9},
@@ -59,7 +60,8 @@ class LearningRun:
 
 
 def train_and_evaluate(seed: int, output_dir: str, eval_tasks: int = 40, eval_attempts: int = 2,
-                       eval_ts: Sequence[int] = EVAL_TS, result_dir: str | None = None, **overrides: Any) -> LearningRun:
+                       eval_ts: Sequence[int] = EVAL_TS, result_dir: str | None = None,
+                       **overrides: Any) -> LearningRun:
     """Train :func:`~agentgym_budget.train.config.keydoor_smoke_config` (``seed``, ``overrides``), then
     evaluate Pass@(1,T) for ``eval_ts`` on the env's held-out split (KeyDoor: ``test``), the tasks
     from the config's ``eval_seed`` (the same for every seed and every override but ``eval_seed``).
