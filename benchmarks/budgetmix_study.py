@@ -28,7 +28,9 @@ other arm's, its mean over seeds, and a 95 % paired percentile bootstrap CI over
 mix − fixed:6, curriculum − mix and mix+pr − mix at each T.  With 5 seeds the bootstrap has few
 distinct resamples: read a CI that excludes 0 as a hint, not a verdict.  Per arm, the mean over
 seeds with a Student-t CI comes from :func:`agentgym_budget.eval.aggregate_results`.  Written to
-``OUT/budgetmix_study.json`` and ``OUT/budgetmix_study.md``; printed as tables.
+``OUT/budgetmix_study.json`` and ``OUT/budgetmix_study.md``; printed as tables.  Each finished run
+is recorded in ``OUT/<arm>/seed_<s>/run.json``: after an interruption, the same command trains
+only the runs that are missing (its CPU total then counts the reused runs' recorded CPU).
 
 Cost: about 2.7 CPU-minutes per run of 200 updates on this machine (training, warm-up and
 evaluation; one core per run), so the defaults (5 arms x 5 seeds) take about 68 CPU-minutes
@@ -138,6 +140,17 @@ def markdown_tables(pass1: dict[str, dict[str, Any]], paired: dict[str, dict[str
     return "".join(lines)
 
 
+def finished_run(folder: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The run recorded in ``folder/run.json`` by an earlier invocation with the same settings, else ``None``
+    (so an interrupted study, run again with the same command, trains only what is missing)."""
+    try:
+        record = json.loads((folder / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    held_out = folder / "held_out_eval" / "passkt.json"
+    return record["run"] if record.get("settings") == settings and held_out.exists() else None
+
+
 def ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -179,15 +192,24 @@ def main(argv: list[str] | None = None) -> None:
     start = time.perf_counter()
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = {(name, seed): pool.submit(run_seed, seed, str(out / folder_name(name) / f"seed_{seed}"),
-                                             args.eval_tasks, args.eval_attempts, ts, **common, **arm)
-                   for name, arm in arms.items() for seed in seeds}
-        for (name, seed), future in futures.items():
-            run = future.result()
+        futures = {}
+        for name, arm in arms.items():
+            for seed in seeds:
+                folder = out / folder_name(name) / f"seed_{seed}"
+                settings = json.loads(json.dumps({**common, **arm, "seed": seed, "eval_tasks": args.eval_tasks,
+                                                  "eval_attempts": args.eval_attempts, "ts": ts}))
+                done = finished_run(folder, settings)
+                futures[(name, seed)] = (folder, settings, done or pool.submit(
+                    run_seed, seed, str(folder), args.eval_tasks, args.eval_attempts, ts, **common, **arm))
+        for (name, seed), (folder, settings, future) in futures.items():
+            run = future if isinstance(future, dict) else future.result()
+            if not isinstance(future, dict):
+                (folder / "run.json").write_text(json.dumps({"settings": settings, "run": run}, indent=1))
             runs[name].append(run)
             held = " ".join(f"T={t}:{v:.2f}" for t, v in run["held_out_pass1"].items())
             print(f"{name:>10} seed {seed}: held-out Pass@(1,T) {held}  train success (last 20) "
-                  f"{run['last_success']:.2f}  CPU {run['cpu_seconds'] / 60:.1f} min", flush=True)
+                  f"{run['last_success']:.2f}  CPU {run['cpu_seconds'] / 60:.1f} min"
+                  f"{'  (finished earlier: reused)' if isinstance(future, dict) else ''}", flush=True)
 
     results = {name: {seed: PassKTResult.load(out / folder_name(name) / f"seed_{seed}" / "held_out_eval")
                       for seed in seeds} for name in arms}

@@ -50,7 +50,7 @@ def test_paired_over_seeds_pairs_by_seed_and_an_arm_against_itself_is_zero():
     assert shifted["significant"] and shifted["seeds"] == 4
 
 
-@pytest.mark.slow  # two arms x one seed x 2 updates of a shrunken smoke run: ~30 s on one core
+@pytest.mark.slow  # two arms x one seed x 2 updates of a shrunken smoke run, then its re-run: ~40 s
 def test_a_tiny_study_writes_evaluator_results_and_the_comparison_table(tmp_path):
     out = tmp_path / "study"
     command = [sys.executable, str(SCRIPT), "--out", str(out), "--arms", "fixed:2,mix", "--seeds", "0",
@@ -82,3 +82,8 @@ def test_a_tiny_study_writes_evaluator_results_and_the_comparison_table(tmp_path
     assert [row.split(" | ")[0] for row in rows] == ["| fixed:2", "| mix", "| mix − fixed:2"]
     assert all(row.count("|") == 6 for row in rows)  # name + 4 budgets
     assert [line for line in lines if line.startswith("| arm")] == ["| arm | T=2 | T=3 | T=4 | T=6 |"]
+
+    # the same command again (an interrupted study re-run) reuses the finished runs instead of training them
+    again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stdout.count("(finished earlier: reused)") == 2, again.stdout
