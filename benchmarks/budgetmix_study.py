@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
 
     fixed, mix, seeds = ints(args.fixed), ints(args.mix), ints(args.seeds)
+    if len(set(fixed)) != 2:
+        raise SystemExit(f"--fixed takes two different budgets (the fixed arms and the curriculum's ends), "
+                         f"got {args.fixed!r}")
     ts = ints(args.ts) if args.ts else sorted({*fixed, *mix})
     common = {"env_id": args.env_id, "total_updates": args.updates, **parse_overrides(args.set)}
     episodes = args.updates * keydoor_smoke_config(**common).episodes_per_update
@@ -201,8 +204,14 @@ def main(argv: list[str] | None = None) -> None:
                 done = finished_run(folder, settings)
                 futures[(name, seed)] = (folder, settings, done or pool.submit(
                     run_seed, seed, str(folder), args.eval_tasks, args.eval_attempts, ts, **common, **arm))
+        failed = []
         for (name, seed), (folder, settings, future) in futures.items():
-            run = future if isinstance(future, dict) else future.result()
+            try:
+                run = future if isinstance(future, dict) else future.result()
+            except Exception as e:  # noqa: BLE001 — one failed run must not lose the others' records
+                failed.append(f"{name} seed {seed}: {type(e).__name__}: {e} (log: {folder}.log)")
+                print(f"{name:>10} seed {seed}: FAILED ({type(e).__name__}: {e}); log {folder}.log", flush=True)
+                continue
             if not isinstance(future, dict):
                 (folder / "run.json").write_text(json.dumps({"settings": settings, "run": run}, indent=1))
             runs[name].append(run)
@@ -211,6 +220,8 @@ def main(argv: list[str] | None = None) -> None:
                   f"{run['last_success']:.2f}  CPU {run['cpu_seconds'] / 60:.1f} min"
                   f"{'  (finished earlier: reused)' if isinstance(future, dict) else ''}", flush=True)
 
+    if failed:
+        raise SystemExit(f"{len(failed)} run(s) failed; the same command re-runs only them:\n" + "\n".join(failed))
     results = {name: {seed: PassKTResult.load(out / folder_name(name) / f"seed_{seed}" / "held_out_eval")
                       for seed in seeds} for name in arms}
     pass1 = {}
