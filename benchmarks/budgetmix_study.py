@@ -1,38 +1,65 @@
-"""A small BudgetMix study on KeyDoor with the offline tiny model: fixed-T vs BudgetMix, outcome vs process reward.
+"""The BudgetMix study on the reliable trainer: fixed-T vs BudgetMix vs a curriculum, outcome vs process reward.
 
-Arms (identical flags but the ones named), each trained from the same format-warmed model per seed:
+Every arm is the documented smoke run (:func:`agentgym_budget.train.keydoor_smoke_config`: the
+tiny offline model, format warm-up, GRPO on KeyDoor's ``train`` set-ups, 200 updates x 64
+episodes), **one flag apart**:
 
-* ``fixed``   — ``--budget fixed:4`` (outcome reward only);
-* ``mix``     — ``--budget mix:2,3,4,6`` (outcome reward only; mean budget 3.75);
-* ``mix+pr``  — ``mix`` plus ``--process-reward expert_progress --process-reward-coef 0.5``.
+* ``fixed:2``    — ``budget="fixed:2"``   (the smallest budget; ``--fixed`` sets them);
+* ``fixed:6``    — ``budget="fixed:6"``   (the largest);
+* ``mix``        — ``budget="mix:2,3,4,6"`` (``--mix``; the smoke run's own budget);
+* ``curriculum`` — ``budget="curriculum:6->2@12800"``: linear from the largest fixed budget to the
+  smallest over the run's episodes (updates x episodes per update);
+* ``mix+pr``     — ``mix`` plus ``process_reward="expert_progress"`` (coefficient
+  ``--process-reward-coef``, 0.5 as in the first study).
 
-After training, every arm (and the untrained warm-up model) is evaluated with the evaluator:
-Pass@(1,T) for T in 2, 3, 4, 6 on the same evaluation tasks (seeds from ``--eval-seed``, so
-the tasks pair up across arms).  Differences between arms are *paired over tasks*: per task,
-the arm's success rate averaged over seeds, minus the other arm's; the 95% interval is a
-bootstrap over tasks.  KeyDoor has only 24 set-ups, all seen in training under other seeds:
-this measures learning under a budget, not generalisation.  The tiny model and short runs
-make this a smoke-scale study: it shows what the tooling measures, not what BudgetMix does
-for real LLMs.
+Seed ``s`` of every arm starts from the same model (the tiny model's init and format warm-up
+depend on the seed only), so arms pair up by seed.  Each trained model is evaluated with the
+evaluator on the env's held-out split (KeyDoor: ``test``, door pairs never seen in training):
+Pass@(1,T) for every T of ``--ts``, on the same evaluation tasks (the config's ``eval_seed``) for
+every arm and seed.  Each result is saved as an evaluator result folder,
+``OUT/<arm>/seed_<s>/held_out_eval/passkt.json``, so the CLI reads them::
 
-Measured once (docs/trainer.md, "A small BudgetMix study"): every arm learned something in 60
-updates; BudgetMix did not beat fixed:4 at any T, the process reward made no resolvable
-difference, and the seed spread was large.  The prompt does not show the budget, so the policy
-cannot condition on T.
+    agentgym-budget aggregate OUT/mix/seed_*/held_out_eval/passkt.json --out OUT/mix/aggregate
+    agentgym-budget compare OUT/fixed2/seed_0/held_out_eval/passkt.json OUT/mix/seed_0/held_out_eval/passkt.json
 
-Run (about 10 minutes on 2 lightly loaded CPU cores with the defaults; 17.5 min at load ~7)::
+The study's own comparisons are **paired over seeds**: per seed, the arm's Pass@(1,T) minus the
+other arm's, its mean over seeds, and a 95 % paired percentile bootstrap CI over seeds
+(:func:`agentgym_budget.eval.stats.paired_bootstrap`, seeds as the resampled units): mix − fixed:2,
+mix − fixed:6, curriculum − mix and mix+pr − mix at each T.  With 5 seeds the bootstrap has few
+distinct resamples: read a CI that excludes 0 as a hint, not a verdict.  Per arm, the mean over
+seeds with a Student-t CI comes from :func:`agentgym_budget.eval.aggregate_results`.  Written to
+``OUT/budgetmix_study.json`` and ``OUT/budgetmix_study.md``; printed as tables.  Each finished run
+is recorded in ``OUT/<arm>/seed_<s>/run.json``: after an interruption, the same command trains
+only the runs that are missing (its CPU total then counts the reused runs' recorded CPU).
 
-    python benchmarks/budgetmix_study.py --out runs/budgetmix_study
-    python benchmarks/budgetmix_study.py --seeds 0,1,2 --updates 60 --eval-tasks 30   # the defaults
+Cost: about 2.7 CPU-minutes per run of 200 updates on this machine (training, warm-up and
+evaluation; one core per run), so the defaults (5 arms x 5 seeds) take about 68 CPU-minutes
+(34 minutes of wall time on 2 free cores).  To stay under 45 CPU-minutes: ``--updates 120``
+(5 x 5 x 1.6 ≈ 41, a little more for the fixed warm-up and evaluation; 150 updates ≈ 51 and 4
+seeds ≈ 54 are still over), or ``--seeds 0,1,2`` (5 x 3 x 2.7 ≈ 41), or fewer arms
+(``--arms fixed:2,mix,curriculum``: 3 x 5 x 2.7 ≈ 41).  The total CPU time is printed.
+
+Another KeyDoor-like family: ``--env-id`` and its budgets by flags, e.g.
+``--env-id KeyDoorRooms-v0 --fixed 4,8 --mix 4,5,6,8`` (``--ts`` defaults to the union of the
+fixed and mix budgets).
+
+Run::
+
+    python benchmarks/budgetmix_study.py --out runs/budgetmix_study                  # issue 25, step 4
+    python benchmarks/budgetmix_study.py --out runs/budgetmix_study --updates 120     # <= 45 CPU-minutes
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import os
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,97 +67,187 @@ import numpy as np
 # `kernels` package that transformers imports
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
-ARMS: dict[str, dict] = {
-    "fixed": {"budget": "fixed:4"},
-    "mix": {"budget": "mix:2,3,4,6"},
-    "mix+pr": {"budget": "mix:2,3,4,6", "process_reward": "expert_progress", "process_reward_coef": 0.5},
-}
-TS = (2, 3, 4, 6)
-COMPARISONS = (("mix", "fixed"), ("mix+pr", "mix"))
+from agentgym_budget.eval import PassKTResult, aggregate_results  # noqa: E402
+from agentgym_budget.eval.stats import paired_bootstrap  # noqa: E402
+from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
+from agentgym_budget.train.learning_check import parse_overrides, run_seed  # noqa: E402
+
+ARM_NAMES = ("fixed:lo", "fixed:hi", "mix", "curriculum", "mix+pr")  # fixed:lo/hi: named by their budgets
+#: ``(a, b)``: the study reports ``a − b``.
+COMPARISONS = (("mix", "fixed:lo"), ("mix", "fixed:hi"), ("curriculum", "mix"), ("mix+pr", "mix"))
 
 
-def per_task_success(model, tokenizer, config, tasks: int, attempts: int, seed: int) -> np.ndarray:
-    """``[len(TS), tasks]`` success rate of each evaluation task within each budget T."""
-    from agentgym_budget.eval import evaluate
-    from agentgym_budget.train.rollout import training_policy
+def arm_overrides(fixed: list[int], mix: list[int], episodes: int, process_reward_coef: float
+                  ) -> dict[str, dict[str, Any]]:
+    """The arms by display name, each the config fields it sets (the rest is the smoke run).
 
-    result = evaluate("KeyDoor-Budget-v0", training_policy(model, tokenizer, config), ks=(1,), ts=TS, tasks=tasks,
-                      attempts=attempts, seed=seed, bootstrap=0)
-    return np.asarray(result.successes, dtype=float) / attempts
+    Example:
+        >>> arms = arm_overrides([2, 6], [2, 3, 4, 6], 12800, 0.5)
+        >>> list(arms)
+        ['fixed:2', 'fixed:6', 'mix', 'curriculum', 'mix+pr']
+        >>> arms["curriculum"]
+        {'budget': 'curriculum:6->2@12800'}
+    """
+    lo, hi = min(fixed), max(fixed)
+    mix_spec = "mix:" + ",".join(map(str, mix))
+    return {
+        f"fixed:{lo}": {"budget": f"fixed:{lo}"},
+        f"fixed:{hi}": {"budget": f"fixed:{hi}"},
+        "mix": {"budget": mix_spec},
+        "curriculum": {"budget": f"curriculum:{hi}->{lo}@{episodes}"},
+        "mix+pr": {"budget": mix_spec, "process_reward": "expert_progress", "process_reward_coef": process_reward_coef},
+    }
 
 
-def paired_difference(a: np.ndarray, b: np.ndarray, rng: np.random.Generator, resamples: int = 2000
-                      ) -> tuple[float, float, float]:
-    """Mean over tasks of ``a - b`` (both ``[tasks]``) and its 95% bootstrap interval over tasks."""
-    diff = a - b
-    means = diff[rng.integers(0, len(diff), size=(resamples, len(diff)))].mean(axis=1)
-    return float(diff.mean()), float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))
+def folder_name(arm: str) -> str:
+    """``fixed:2`` → ``fixed2``, ``mix+pr`` → ``mix_pr`` (a folder name a shell glob needs no quotes for)."""
+    return arm.replace(":", "").replace("+", "_")
 
 
-def main() -> None:
+def paired_over_seeds(a: dict[int, float], b: dict[int, float], resamples: int = 2000) -> dict[str, Any]:
+    """``a − b`` over the seeds both have: mean of per-seed differences and its paired bootstrap CI over seeds.
+
+    Example:
+        >>> row = paired_over_seeds({0: 0.9, 1: 0.8, 2: 0.7}, {0: 0.5, 1: 0.6, 2: 0.5})
+        >>> round(row["diff"], 3), row["seeds"], row["ci_low"] > 0
+        (0.267, 3, True)
+    """
+    seeds = sorted(set(a) & set(b))
+    ones = np.ones(len(seeds))
+    d = paired_bootstrap(np.array([b[s] for s in seeds]), ones, np.array([a[s] for s in seeds]), ones,
+                         resamples=resamples)
+    return {"diff": d.diff, "ci_low": d.ci_low, "ci_high": d.ci_high, "significant": d.significant, "seeds": len(seeds)}
+
+
+def points(value: float | None, signed: bool = False) -> str:
+    return "n/a" if value is None else f"{100 * value:{'+' if signed else ''}.1f}"
+
+
+def markdown_tables(pass1: dict[str, dict[str, Any]], paired: dict[str, dict[str, dict[str, Any]]],
+                    ts: list[int]) -> str:
+    header = "| {} | " + " | ".join(f"T={t}" for t in ts) + " |\n|---|" + "---|" * len(ts) + "\n"
+    lines = ["Pass@(1,T) on held-out tasks, mean over seeds [95 % t-CI over seeds], points\n",
+             header.format("arm")]
+    for arm, cells in pass1.items():
+        lines.append(f"| {arm} | " + " | ".join(f"{points(c['mean'])} [{points(c['ci_low'])}, {points(c['ci_high'])}]"
+                                               for c in map(cells.get, map(str, ts))) + " |\n")
+    lines += ["\nPaired differences over seeds, points (95 % paired bootstrap CI over seeds; * = excludes 0)\n",
+              header.format("comparison")]
+    for name, cells in paired.items():
+        lines.append(f"| {name} | " + " | ".join(
+            f"{points(c['diff'], True)} [{points(c['ci_low'], True)}, {points(c['ci_high'], True)}]"
+            f"{'*' if c['significant'] else ''}" for c in map(cells.get, map(str, ts))) + " |\n")
+    return "".join(lines)
+
+
+def finished_run(folder: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The run recorded in ``folder/run.json`` by an earlier invocation with the same settings, else ``None``
+    (so an interrupted study, run again with the same command, trains only what is missing)."""
+    try:
+        record = json.loads((folder / "run.json").read_text())
+    except (OSError, ValueError):
+        return None
+    held_out = folder / "held_out_eval" / "passkt.json"
+    return record["run"] if record.get("settings") == settings and held_out.exists() else None
+
+
+def ints(text: str) -> list[int]:
+    return [int(x) for x in text.split(",") if x.strip()]
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="runs/budgetmix_study")
-    parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--updates", type=int, default=60)
-    parser.add_argument("--eval-tasks", type=int, default=30)
+    parser.add_argument("--env-id", default="KeyDoor-v0", help="a KeyDoor-like family trained on split='train'")
+    parser.add_argument("--fixed", default="2,6", help="the two fixed budgets (the curriculum goes from max to min)")
+    parser.add_argument("--mix", default="2,3,4,6", help="the BudgetMix budgets")
+    parser.add_argument("--ts", default=None, help="evaluation budgets T (default: the fixed and mix budgets)")
+    parser.add_argument("--arms", default=None, help="a comma-separated subset of the arms (default: all five)")
+    parser.add_argument("--seeds", default="0,1,2,3,4")
+    parser.add_argument("--updates", type=int, default=200)
+    parser.add_argument("--process-reward-coef", type=float, default=0.5)
+    parser.add_argument("--eval-tasks", type=int, default=40, help="held-out evaluation tasks per run")
     parser.add_argument("--eval-attempts", type=int, default=2)
-    parser.add_argument("--eval-seed", type=int, default=1_000_003)
-    args = parser.parse_args()
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs in parallel processes")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a TrainConfig field in every arm (repeatable)")
+    args = parser.parse_args(argv)
 
-    import torch
-
-    from agentgym_budget.train import TrainConfig, Trainer
-    from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
-
-    torch.set_num_threads(1)
+    fixed, mix, seeds = ints(args.fixed), ints(args.mix), ints(args.seeds)
+    if len(set(fixed)) != 2:
+        raise SystemExit(f"--fixed takes two different budgets (the fixed arms and the curriculum's ends), "
+                         f"got {args.fixed!r}")
+    ts = ints(args.ts) if args.ts else sorted({*fixed, *mix})
+    common = {"env_id": args.env_id, "total_updates": args.updates, **parse_overrides(args.set)}
+    episodes = args.updates * keydoor_smoke_config(**common).episodes_per_update
+    arms = arm_overrides(fixed, mix, episodes, args.process_reward_coef)
+    if args.arms:
+        unknown = [a for a in args.arms.split(",") if a not in arms]
+        if unknown:
+            raise SystemExit(f"unknown arms {unknown}; the arms are {list(arms)}")
+        arms = {name: arms[name] for name in args.arms.split(",")}
+    names = list(arm_overrides(fixed, mix, episodes, args.process_reward_coef))
+    comparisons = [(names[ARM_NAMES.index(a)], names[ARM_NAMES.index(b)]) for a, b in COMPARISONS]
+    comparisons = [(a, b) for a, b in comparisons if a in arms and b in arms]
     out = Path(args.out)
-    seeds = [int(s) for s in args.seeds.split(",")]
-    success: dict[str, list[np.ndarray]] = {name: [] for name in ["untrained", *ARMS]}  # per seed [T, tasks]
-    train_success: dict[str, list[float]] = {name: [] for name in ARMS}
-    start = time.perf_counter()
-    for seed in seeds:
-        warm = out / f"warm_seed{seed}"
-        model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=seed, warmup_steps=150)
-        model.save_pretrained(warm)
-        tokenizer.save_pretrained(warm)
-        base = dict(env_id="KeyDoor-v0", model=str(warm), format_warmup_steps=0, seed=seed,
-                    total_updates=args.updates, tasks_per_update=4, group_size=8, max_new_tokens=12,
-                    learning_rate=5e-4, kl_coef=0.1, eval_every=0, save_every=0, torch_threads=1,
-                    progress_bar=False, tensorboard=False)
-        config = TrainConfig(**base, output_dir=str(out / "unused"))
-        success["untrained"].append(per_task_success(model, tokenizer, config, args.eval_tasks, args.eval_attempts,
-                                                     args.eval_seed))
-        for name, arm in ARMS.items():
-            config = TrainConfig(**base, **arm, output_dir=str(out / f"{name}_seed{seed}"))
-            trainer = Trainer(config)
-            history = trainer.train()
-            train_success[name].append(float(np.mean([h["success_rate"] for h in history[-10:]])))
-            success[name].append(per_task_success(trainer.model, trainer.tokenizer, config, args.eval_tasks,
-                                                  args.eval_attempts, args.eval_seed))
-            print(f"seed {seed} {name}: Pass@(1,T) {dict(zip(TS, success[name][-1].mean(axis=1).round(3)))} "
-                  f"({time.perf_counter() - start:.0f} s so far)", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
 
-    rng = np.random.default_rng(0)
-    mean_by_arm = {name: np.mean(runs, axis=0) for name, runs in success.items()}  # [T, tasks], averaged over seeds
-    report = {"args": vars(args), "seconds": time.perf_counter() - start, "ts": TS,
-              "pass1": {name: dict(zip(map(str, TS), m.mean(axis=1).tolist())) for name, m in mean_by_arm.items()},
-              "pass1_by_seed": {name: [r.mean(axis=1).tolist() for r in runs] for name, runs in success.items()},
-              "train_success_last10": train_success, "paired": {}}
-    print(f"\nPass@(1,T), mean of {len(seeds)} seeds, {args.eval_tasks} tasks x {args.eval_attempts} attempts")
-    print("| arm | " + " | ".join(f"T={t}" for t in TS) + " |")
-    print("|---|" + "---|" * len(TS))
-    for name, m in mean_by_arm.items():
-        print(f"| {name} | " + " | ".join(f"{100 * v:.1f}%" for v in m.mean(axis=1)) + " |")
-    print("\nPaired differences over tasks (points, 95% bootstrap CI over tasks)")
-    print("| comparison | " + " | ".join(f"T={t}" for t in TS) + " |")
-    print("|---|" + "---|" * len(TS))
-    for a, b in COMPARISONS:
-        cells = [paired_difference(mean_by_arm[a][i], mean_by_arm[b][i], rng) for i in range(len(TS))]
-        report["paired"][f"{a} - {b}"] = dict(zip(map(str, TS), cells))
-        print(f"| {a} − {b} | " + " | ".join(f"{100 * d:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]"
-                                             for d, lo, hi in cells) + " |")
-    print(f"\ntotal {report['seconds']:.0f} s")
-    (out / "budgetmix_study.json").write_text(json.dumps(report, indent=1))
+    start = time.perf_counter()
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
+        futures = {}
+        for name, arm in arms.items():
+            for seed in seeds:
+                folder = out / folder_name(name) / f"seed_{seed}"
+                settings = json.loads(json.dumps({**common, **arm, "seed": seed, "eval_tasks": args.eval_tasks,
+                                                  "eval_attempts": args.eval_attempts, "ts": ts}))
+                done = finished_run(folder, settings)
+                futures[(name, seed)] = (folder, settings, done or pool.submit(
+                    run_seed, seed, str(folder), args.eval_tasks, args.eval_attempts, ts, **common, **arm))
+        failed = []
+        for (name, seed), (folder, settings, future) in futures.items():
+            try:
+                run = future if isinstance(future, dict) else future.result()
+            except Exception as e:  # noqa: BLE001 — one failed run must not lose the others' records
+                failed.append(f"{name} seed {seed}: {type(e).__name__}: {e} (log: {folder}.log)")
+                print(f"{name:>10} seed {seed}: FAILED ({type(e).__name__}: {e}); log {folder}.log", flush=True)
+                continue
+            if not isinstance(future, dict):
+                (folder / "run.json").write_text(json.dumps({"settings": settings, "run": run}, indent=1))
+            runs[name].append(run)
+            held = " ".join(f"T={t}:{v:.2f}" for t, v in run["held_out_pass1"].items())
+            print(f"{name:>10} seed {seed}: held-out Pass@(1,T) {held}  train success (last 20) "
+                  f"{run['last_success']:.2f}  CPU {run['cpu_seconds'] / 60:.1f} min"
+                  f"{'  (finished earlier: reused)' if isinstance(future, dict) else ''}", flush=True)
+
+    if failed:
+        raise SystemExit(f"{len(failed)} run(s) failed; the same command re-runs only them:\n" + "\n".join(failed))
+    results = {name: {seed: PassKTResult.load(out / folder_name(name) / f"seed_{seed}" / "held_out_eval")
+                      for seed in seeds} for name in arms}
+    pass1 = {}
+    for name, by_seed in results.items():
+        aggregate = aggregate_results(list(by_seed.values()))
+        pass1[name] = {str(t): {key: aggregate.passkt[(1, t)][key] for key in ("mean", "ci_low", "ci_high", "values")}
+                       for t in ts}
+    paired = {f"{a} − {b}": {str(t): paired_over_seeds({s: r.value(1, t) for s, r in results[a].items()},
+                                                       {s: r.value(1, t) for s, r in results[b].items()})
+                             for t in ts}
+              for a, b in comparisons}
+    table = markdown_tables(pass1, paired, ts)
+    cpu = sum(run["cpu_seconds"] for arm_runs in runs.values() for run in arm_runs)
+    wall = time.perf_counter() - start
+    report = {"args": vars(args), "env_id": args.env_id, "ts": ts, "seeds": seeds,
+              "arms": {name: {**dataclasses.asdict(keydoor_smoke_config(**common, **arm)), "output_dir": None}
+                       for name, arm in arms.items()},
+              "pass1": pass1, "paired": paired, "runs": runs, "cpu_seconds": cpu, "wall_seconds": wall}
+    (out / "budgetmix_study.json").write_text(json.dumps(report, indent=1, default=str))
+    (out / "budgetmix_study.md").write_text(
+        f"# BudgetMix study: {args.env_id}, {len(seeds)} seeds x {args.updates} updates, "
+        f"{args.eval_tasks} held-out tasks x {args.eval_attempts} attempts\n\n" + table)
+    print("\n" + table)
+    print(f"total CPU {cpu / 60:.1f} min ({cpu / 60 / max(1, len(seeds) * len(arms)):.1f} per run); "
+          f"wall {wall / 60:.1f} min with {args.workers} workers")
+    print(f"wrote {out / 'budgetmix_study.json'} and {out / 'budgetmix_study.md'}")
 
 
 if __name__ == "__main__":

@@ -21,8 +21,6 @@ Run (10 seeds on 2 cores: about 15 minutes)::
 from __future__ import annotations
 
 import argparse
-import ast
-import contextlib
 import json
 import os
 import sys
@@ -34,30 +32,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from agentgym_budget.train.learning_check import (HELD_OUT_PASS_TO_LEARN, LAST_UPDATES,  # noqa: E402
-                                                  TRAIN_SUCCESS_TO_LEARN)
-
-def run_seed(seed: int, overrides: dict[str, Any], out: str, eval_tasks: int, eval_attempts: int) -> dict[str, Any]:
-    """One seed in this (worker) process, its trainer's output in ``out/seed_N.log``."""
-    from agentgym_budget.train.learning_check import train_and_evaluate
-
-    Path(out).mkdir(parents=True, exist_ok=True)
-    with open(f"{out}/seed_{seed}.log", "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
-        run = train_and_evaluate(seed, f"{out}/seed_{seed}", eval_tasks, eval_attempts, **overrides)
-    return run.to_dict()
-
-
-def parse_overrides(pairs: list[str]) -> dict[str, Any]:
-    """``["kl_coef=0", "budget=fixed:2"]`` → ``{"kl_coef": 0, "budget": "fixed:2"}`` (Python literals, else strings)."""
-    overrides = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep:
-            raise SystemExit(f"--set takes KEY=VALUE, got {pair!r}")
-        try:
-            overrides[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            overrides[key] = value
-    return overrides
+                                                  TRAIN_SUCCESS_TO_LEARN, parse_overrides, run_seed)
 
 
 def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float], list[float], list[float]]:
@@ -117,7 +92,7 @@ def main() -> None:
     start = time.perf_counter()
     runs = []
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
-        futures = [pool.submit(run_seed, s, overrides, str(out), args.eval_tasks, args.eval_attempts) for s in seeds]
+        futures = [pool.submit(run_seed, s, f"{out}/seed_{s}", args.eval_tasks, args.eval_attempts, **overrides) for s in seeds]
         for future in futures:
             run = future.result()
             runs.append(run)

@@ -3,10 +3,11 @@ evaluated on set-ups held out from training (``benchmarks/learning_check.py`` ru
 
 A seed *learned* when its mean training success over the last :data:`LAST_UPDATES` updates is
 at least :data:`TRAIN_SUCCESS_TO_LEARN` (random play: ~0.3) **and** its evaluation
-Pass@(1,T=2) on KeyDoor's ``test`` set-ups — door pairs never seen in training — is at least
-:data:`HELD_OUT_PASS_TO_LEARN` (random play: 0.11).  The second condition is what makes it a
-check of *reading the task*: KeyDoor's ``train`` split shows every door pair with either door
-as the goal, and ``test`` asks for the same reading with new door pairs.
+Pass@(1,T) at the smallest evaluated T (2 by default) on KeyDoor's ``test`` set-ups — door
+pairs never seen in training — is at least :data:`HELD_OUT_PASS_TO_LEARN` (random play:
+0.11).  The second condition is what makes it a check of *reading the task*: KeyDoor's
+``train`` split shows every door pair with either door as the goal, and ``test`` asks for the
+same reading with new door pairs.
 
 Example:
     >>> run = LearningRun(seed=0, success=[0.3] * 10 + [0.9] * 20, held_out_pass1={2: 0.85, 4: 0.9},
@@ -17,12 +18,16 @@ Example:
 
 from __future__ import annotations
 
+import ast
+import contextlib
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 __all__ = ["EVAL_TS", "HELD_OUT_PASS_TO_LEARN", "LAST_UPDATES", "TRAIN_SUCCESS_TO_LEARN", "LearningRun",
-           "train_and_evaluate"]
+           "parse_overrides", "run_seed", "train_and_evaluate"]
 
 EVAL_TS: tuple[int, ...] = (2, 3, 4, 6)
 TRAIN_SUCCESS_TO_LEARN = 0.8
@@ -36,7 +41,7 @@ class LearningRun:
 
     seed: int
     success: list[float]  # training success rate per update
-    held_out_pass1: dict[int, float]  # Pass@(1,T) on the held-out set-ups, by T
+    held_out_pass1: dict[int, float]  # Pass@(1,T) on the held-out set-ups, by T (int or, read back from JSON, str)
     cpu_seconds: float  # model building, format warm-up, training and evaluation, this process
     wall_seconds: float
 
@@ -47,33 +52,73 @@ class LearningRun:
 
     @property
     def learned(self) -> bool:
-        return self.last_success >= TRAIN_SUCCESS_TO_LEARN and self.held_out_pass1[2] >= HELD_OUT_PASS_TO_LEARN
+        smallest_t = min(self.held_out_pass1, key=int)
+        return self.last_success >= TRAIN_SUCCESS_TO_LEARN and self.held_out_pass1[smallest_t] >= HELD_OUT_PASS_TO_LEARN
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "last_success": self.last_success, "learned": self.learned}
 
 
 def train_and_evaluate(seed: int, output_dir: str, eval_tasks: int = 40, eval_attempts: int = 2,
+                       eval_ts: Sequence[int] = EVAL_TS, result_dir: str | None = None,
                        **overrides: Any) -> LearningRun:
-    """Train :func:`~agentgym_budget.train.config.keydoor_smoke_config` (``seed``, ``overrides``),
-    then evaluate Pass@(1,T) for :data:`EVAL_TS` on KeyDoor's held-out ``test`` set-ups."""
+    """Train :func:`~agentgym_budget.train.config.keydoor_smoke_config` (``seed``, ``overrides``), then
+    evaluate Pass@(1,T) for ``eval_ts`` on the env's held-out split (KeyDoor: ``test``), the tasks
+    from the config's ``eval_seed`` (the same for every seed and every override but ``eval_seed``).
+    ``result_dir``: where to save the evaluator's result (``passkt.json``; ``agentgym-budget
+    compare``/``aggregate`` read it)."""
     import torch
 
+    from agentgym_budget.envs.registration import budget_env_id
     from agentgym_budget.eval import evaluate
     from agentgym_budget.train.config import keydoor_smoke_config
     from agentgym_budget.train.rollout import training_policy
-    from agentgym_budget.train.trainer import Trainer
+    from agentgym_budget.train.trainer import Trainer, evaluation_env_kwargs
 
     start_cpu, start_wall = time.process_time(), time.perf_counter()
     config = keydoor_smoke_config(seed=seed, output_dir=output_dir, **overrides)
     if config.torch_threads is not None:
         torch.set_num_threads(config.torch_threads)
+    eval_env_kwargs, _ = evaluation_env_kwargs(config)  # KeyDoor trained on 'train': {'split': 'test', ...}
     trainer = Trainer(config)
     history = trainer.train()
     policy = training_policy(trainer.model, trainer.tokenizer, config, temperature=config.eval_temperature)
-    result = evaluate("KeyDoor-Budget-v0", policy, ks=(1,), ts=EVAL_TS, tasks=eval_tasks, attempts=eval_attempts,
-                      seed=config.eval_seed, env_kwargs={"split": "test", "show_budget": config.show_budget},
+    result = evaluate(budget_env_id(config.env_id) or config.env_id, policy, ks=(1,), ts=tuple(eval_ts),
+                      tasks=eval_tasks, attempts=eval_attempts, seed=config.eval_seed, env_kwargs=eval_env_kwargs,
                       bootstrap=0)
+    if result_dir is not None:
+        result.save(result_dir)
     return LearningRun(seed=seed, success=[h["success_rate"] for h in history],
-                       held_out_pass1={t: result.value(1, t) for t in EVAL_TS},
+                       held_out_pass1={t: result.value(1, t) for t in eval_ts},
                        cpu_seconds=time.process_time() - start_cpu, wall_seconds=time.perf_counter() - start_wall)
+
+
+def run_seed(seed: int, folder: str, eval_tasks: int = 40, eval_attempts: int = 2, eval_ts: Sequence[int] = EVAL_TS,
+             **overrides: Any) -> dict[str, Any]:
+    """:func:`train_and_evaluate` for a worker process of a multi-seed benchmark: the run's output
+    (stdout and stderr) goes to ``folder.log``, the trainer's files to ``folder``, the evaluator's
+    result to ``folder/held_out_eval``; returns :meth:`LearningRun.to_dict` (picklable)."""
+    Path(folder).parent.mkdir(parents=True, exist_ok=True)
+    with open(f"{folder}.log", "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
+        run = train_and_evaluate(seed, folder, eval_tasks, eval_attempts, eval_ts,
+                                 result_dir=f"{folder}/held_out_eval", **overrides)
+    return run.to_dict()
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` command-line overrides of config fields (Python literals, else strings).
+
+    Example:
+        >>> parse_overrides(["kl_coef=0", "budget=fixed:2"])
+        {'kl_coef': 0, 'budget': 'fixed:2'}
+    """
+    overrides = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep:
+            raise SystemExit(f"--set takes KEY=VALUE, got {pair!r}")
+        try:
+            overrides[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            overrides[key] = value
+    return overrides
