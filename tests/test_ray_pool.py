@@ -294,3 +294,26 @@ def test_local_ray_instance_listens_on_loopback_only(tmp_path):
     exposed = [line for line in listeners if not line.split()[0].rsplit(":", 1)[0] in
                ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")]
     assert not exposed, exposed
+
+
+def test_a_served_model_error_under_ray_is_the_in_process_one_line(ray_instance):
+    """A server that refuses the key: the same ServedModelError in-process and from a Ray actor."""
+    pytest.importorskip("openai")
+    from test_served_trust import Hostile, _serve
+
+    from agentgym_budget.policies.served import ServedModelError
+
+    server = _serve(Hostile())
+    hostile = next(server)
+    try:
+        hostile.mode = "401"
+        spec = RolloutSpec("KeyDoor-Budget-v0", "openai", seed=SPEC.seed, max_budget=2,
+                           policy_kwargs={"model": "m", "base_url": hostile.url, "max_retries": 0, "timeout": 5.0})
+        with pytest.raises(ServedModelError) as local:
+            SerialExecutor().run(spec, JOBS[:1])
+        with RayExecutor(actors=1) as executor:
+            with pytest.raises(ServedModelError) as remote:
+                executor.run(spec, JOBS[:1])
+        assert str(remote.value) == str(local.value) and "\n" not in str(remote.value)
+    finally:
+        server.close()
