@@ -39,8 +39,9 @@ Example:
     >>> obs, reward, terminated, truncated, info = env.step("open red door")
     >>> reward, terminated, info["won"]
     (1.0, True, True)
-    >>> sorted({gym.make("KeyDoor-v0", split="test").reset(seed=s)[1]["game"] for s in range(50)})
-    ['blue-red:blue,red', 'blue-red:red,blue', 'green-yellow:green,yellow', 'green-yellow:yellow,green', 'red-blue:blue,red', 'red-blue:red,blue', 'yellow-green:green,yellow', 'yellow-green:yellow,green']
+    >>> games = {gym.make("KeyDoor-v0", split="test").reset(seed=s)[1]["game"] for s in range(50)}
+    >>> len(games), sorted({game.split(":")[0] for game in games})  # 4 held-out pairs x 2 door orders
+    (8, ['blue-red', 'green-yellow', 'red-blue', 'yellow-green'])
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ from typing import Any
 
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_effect
 
-__all__ = ["COLOURS", "SPLITS", "TASK_IDS", "KeyDoorEnv"]
+__all__ = ["COLOURS", "SPLITS", "TASK_IDS", "KeyDoorEnv", "open_door", "pick_task", "split_task_ids"]
 
 COLOURS: tuple[str, ...] = ("red", "blue", "green", "yellow")
 #: Every task id, ``"<goal>-<distractor>"``.
@@ -65,6 +66,39 @@ SPLITS: dict[str, tuple[str, ...]] = {
 }
 
 
+def split_task_ids(split: str, env_name: str) -> tuple[str, ...]:
+    """The task ids of ``split`` (:data:`SPLITS`), or a one-line error naming ``env_name``."""
+    if split not in SPLITS:
+        raise ValueError(f"{env_name} split must be one of {sorted(SPLITS)}, got {split!r}")
+    return SPLITS[split]
+
+
+def pick_task(np_random: Any, task_ids: tuple[str, ...], options: dict[str, Any], split: str,
+              env_name: str) -> tuple[str, str]:
+    """``(goal, distractor)`` of a reset: ``options["task"]``, else one drawn from ``task_ids``.
+
+    Any other reset option, or a task outside the split, is a one-line error naming ``env_name``.
+    """
+    task_id = options.pop("task", None)
+    if options:
+        raise ValueError(f"{env_name} reset options are 'task' (and 'budget' under TurnBudget), got {sorted(options)}")
+    if task_id is None:
+        task_id = task_ids[int(np_random.integers(len(task_ids)))]
+    if task_id not in task_ids:
+        raise ValueError(f"unknown {env_name} task {task_id!r} in split {split!r}; tasks are {list(task_ids)}")
+    goal, distractor = task_id.split("-")
+    return goal, distractor
+
+
+def open_door(colour: str, has_key: bool, goal: str) -> tuple[str, bool, bool]:
+    """``(observation, won, lost)`` of opening the ``colour`` door: locked without the key, else win or alarm."""
+    if not has_key:
+        return f"The {colour} door is locked.", False, False
+    if colour == goal:
+        return f"You unlock the {colour} door and open it. You win!", True, False
+    return f"You open the {colour} door. An alarm rings. You lose.", False, True
+
+
 class KeyDoorEnv(TextEnv):
     """Take the key, then open the goal door (see the module docstring)."""
 
@@ -72,25 +106,16 @@ class KeyDoorEnv(TextEnv):
     max_action_length = 64
 
     def __init__(self, split: str = "all", render_mode: str | None = None) -> None:
-        if split not in SPLITS:
-            raise ValueError(f"KeyDoor split must be one of {sorted(SPLITS)}, got {split!r}")
+        self._task_ids = split_task_ids(split, "KeyDoor")
         super().__init__(render_mode=render_mode)
         self.split = split
-        self._task_ids = SPLITS[split]
         self._goal = self._distractor = ""
         self._doors: tuple[str, str] = ("", "")
         self._has_key = False
         self._done = False
 
     def _reset_game(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        task_id = options.pop("task", None)
-        if options:
-            raise ValueError(f"KeyDoor reset options are 'task' (and 'budget' under TurnBudget), got {sorted(options)}")
-        if task_id is None:
-            task_id = self._task_ids[int(self.np_random.integers(len(self._task_ids)))]
-        if task_id not in self._task_ids:
-            raise ValueError(f"unknown KeyDoor task {task_id!r} in split {self.split!r}; tasks are {list(self._task_ids)}")
-        self._goal, self._distractor = task_id.split("-")
+        self._goal, self._distractor = pick_task(self.np_random, self._task_ids, options, self.split, "KeyDoor")
         pair = [self._goal, self._distractor]
         self.np_random.shuffle(pair)
         self._doors = (pair[0], pair[1])
@@ -113,13 +138,7 @@ class KeyDoorEnv(TextEnv):
             observation = "You already have the key." if self._has_key else "You take the key."
             self._has_key = True
         elif command in (f"open {door} door" for door in self._doors):
-            colour = command.split()[1]
-            if not self._has_key:
-                observation = f"The {colour} door is locked."
-            elif colour == self._goal:
-                observation, won = f"You unlock the {colour} door and open it. You win!", True
-            else:
-                observation, lost = f"You open the {colour} door. An alarm rings. You lose.", True
+            observation, won, lost = open_door(command.split()[1], self._has_key, self._goal)
         else:
             observation = INVALID_ACTION_FEEDBACK
         self._done = self._done or won or lost

@@ -68,7 +68,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_effect
-from agentgym_budget.envs.toy.key_door import COLOURS, SPLITS, TASK_IDS
+from agentgym_budget.envs.toy.key_door import COLOURS, SPLITS, TASK_IDS, open_door, pick_task, split_task_ids
 
 __all__ = ["COLOURS", "ROOM_COUNTS", "SPLITS", "TASK_IDS", "KeyDoorRoomsEnv"]
 
@@ -83,11 +83,9 @@ class KeyDoorRoomsEnv(TextEnv):
     max_action_length = 64
 
     def __init__(self, split: str = "all", render_mode: str | None = None) -> None:
-        if split not in SPLITS:
-            raise ValueError(f"KeyDoorRooms split must be one of {sorted(SPLITS)}, got {split!r}")
+        self._task_ids = split_task_ids(split, "KeyDoorRooms")
         super().__init__(render_mode=render_mode)
         self.split = split
-        self._task_ids = SPLITS[split]
         self._goal = self._distractor = ""
         self._doors: tuple[str, str] = ("", "")
         self._rooms = self._key_room = self._room = 0  # rooms are numbered from 0 (west) here, from 1 in text
@@ -95,16 +93,7 @@ class KeyDoorRoomsEnv(TextEnv):
         self._done = False
 
     def _reset_game(self, options: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-        task_id = options.pop("task", None)
-        if options:
-            raise ValueError(
-                f"KeyDoorRooms reset options are 'task' (and 'budget' under TurnBudget), got {sorted(options)}")
-        if task_id is None:
-            task_id = self._task_ids[int(self.np_random.integers(len(self._task_ids)))]
-        if task_id not in self._task_ids:
-            raise ValueError(
-                f"unknown KeyDoorRooms task {task_id!r} in split {self.split!r}; tasks are {list(self._task_ids)}")
-        self._goal, self._distractor = task_id.split("-")
+        self._goal, self._distractor = pick_task(self.np_random, self._task_ids, options, self.split, "KeyDoorRooms")
         self._rooms = ROOM_COUNTS[int(self.np_random.integers(len(ROOM_COUNTS)))]
         self._key_room = int(self.np_random.integers(self._rooms))
         pair = [self._goal, self._distractor]
@@ -126,13 +115,7 @@ class KeyDoorRoomsEnv(TextEnv):
         elif command == "take key":
             observation, self._has_key = "You take the key.", True
         else:  # open <colour> door, in the last room
-            colour = command.split()[1]
-            if not self._has_key:
-                observation = f"The {colour} door is locked."
-            elif colour == self._goal:
-                observation, won = f"You unlock the {colour} door and open it. You win!", True
-            else:
-                observation, lost = f"You open the {colour} door. An alarm rings. You lose.", True
+            observation, won, lost = open_door(command.split()[1], self._has_key, self._goal)
         self._done = self._done or won or lost
         info = self._info(won=won, lost=lost)
         # The state is (room, key held, game over): only a locked door leaves it as it was.
