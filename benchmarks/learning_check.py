@@ -36,9 +36,11 @@ from agentgym_budget.train.learning_check import (HELD_OUT_PASS_TO_LEARN, LAST_U
 
 
 def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float], list[float], list[float]]:
-    """Per update: the mean over seeds of each seed's ``smooth``-update moving average, and its 95 % t-interval."""
+    """Per update: the mean over seeds of each seed's ``smooth``-update moving average, and its 95 % t-interval
+    (:func:`agentgym_budget.eval.stats.t_interval`'s, one update at a time)."""
     import numpy as np
-    from scipy import stats
+
+    from agentgym_budget.eval.stats import t_quantile
 
     smooth = max(1, min(smooth, min(len(c) for c in curves)))
     kernel = np.ones(smooth) / smooth
@@ -46,7 +48,7 @@ def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float],
     mean = smoothed.mean(axis=0)
     if len(curves) < 2:
         return mean.tolist(), mean.tolist(), mean.tolist()
-    half = stats.t.ppf(0.975, len(curves) - 1) * smoothed.std(axis=0, ddof=1) / np.sqrt(len(curves))
+    half = t_quantile(0.975, len(curves) - 1) * smoothed.std(axis=0, ddof=1) / np.sqrt(len(curves))
     return mean.tolist(), (mean - half).tolist(), (mean + half).tolist()
 
 
