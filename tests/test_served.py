@@ -90,23 +90,23 @@ def scripted() -> Iterator[tuple[Scripted, str]]:
                 state.bodies.append(body)
                 state.in_flight += 1
                 state.peak = max(state.peak, state.in_flight)
-            try:
-                time.sleep(delay)
-                if status != 200:
-                    # retry-after-ms keeps the client's backoff short in tests
-                    self.reply(status, {"error": {"message": f"scripted {status}", "type": "x"}},
-                               {"retry-after-ms": "10"})
-                    return
-                text = "Action: " + body["messages"][-1]["content"]
-                self.reply(200, {
-                    "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop",
-                                 "message": {"role": "assistant", "content": text}}],
-                    "usage": {"prompt_tokens": len(json.dumps(body["messages"])), "completion_tokens": len(text),
-                              "total_tokens": 0}})
-            finally:
-                with state.lock:
-                    state.in_flight -= 1
+            time.sleep(delay)
+            # The request stops counting as in flight before its reply is written: once the client has
+            # the reply it may send its next request, which must not meet this one still counted.
+            with state.lock:
+                state.in_flight -= 1
+            if status != 200:
+                # retry-after-ms keeps the client's backoff short in tests
+                self.reply(status, {"error": {"message": f"scripted {status}", "type": "x"}},
+                           {"retry-after-ms": "10"})
+                return
+            text = "Action: " + body["messages"][-1]["content"]
+            self.reply(200, {
+                "id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop",
+                             "message": {"role": "assistant", "content": text}}],
+                "usage": {"prompt_tokens": len(json.dumps(body["messages"])), "completion_tokens": len(text),
+                          "total_tokens": 0}})
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
