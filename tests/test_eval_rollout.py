@@ -58,9 +58,9 @@ def test_seeds_depend_only_on_base_seed_task_and_attempt() -> None:
     assert attempt_seed(0, 3, 1) != task_seed(0, 3)
 
 
-def test_budgeted_env_drops_the_time_limit_and_forces_budgets() -> None:
+def test_budgeted_env_lifts_the_time_limit_and_forces_budgets() -> None:
     env = RolloutSpec(ENV_ID, "noisy-expert", seed=0, max_budget=30).make_env()
-    assert isinstance(env, TurnBudget)  # no TimeLimit(6) left underneath to cut episodes short
+    assert isinstance(env, TurnBudget)  # its TimeLimit(6) underneath is lifted: it cannot cut episodes short
     env.reset(seed=0, options={"budget": 25})
     for _ in range(24):
         *_, truncated, info = env.step("look")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
@@ -43,6 +45,27 @@ def test_the_python_example_runs(tmp_path: Path) -> None:
                          timeout=300).stdout
     assert re.match(r"(10|20|30) (9|19|29) \[Turns left: (9|19|29) of (10|20|30)\]", out), out
     assert "Pass@(K,T)" in out
+
+
+@pytest.mark.parametrize("env_id, budget", [("ALFWorld-v0", 60), ("KeyDoor-v0", 20)])
+def test_the_readme_budget_line_ends_at_any_budget(env_id: str, budget: int) -> None:
+    """The README's ``TurnBudget(gym.make(...), budget=...)`` line, with a budget above the env's own step limit."""
+    import gymnasium as gym
+
+    import agentgym_budget  # noqa: F401  (registers the envs)
+    from agentgym_budget.wrappers import TurnBudget
+
+    [line] = re.findall(r'^env = TurnBudget\(gym\.make\("ALFWorld-v0"\), budget=(?:"[^"]*"|\d+),.*$', README, re.M)
+    line = re.sub(r'budget=(?:"[^"]*"|\d+)', f"budget={budget}", line.replace('"ALFWorld-v0"', repr(env_id)))
+    scope = {"gym": gym, "TurnBudget": TurnBudget}
+    exec(line, scope)  # noqa: S102  (the README's own line)
+    env = scope["env"]
+    assert gym.spec(env_id).max_episode_steps < budget
+    env.reset(seed=0)
+    for turn in range(1, budget + 1):
+        obs, _, terminated, truncated, info = env.step("look")
+        assert (terminated, truncated, info["turns_left"]) == (False, turn == budget, budget - turn)
+        assert obs.endswith(f"[Turns left: {budget - turn} of {budget}]")
 
 
 def test_the_trainer_flag_table_is_generated_from_train_config() -> None:

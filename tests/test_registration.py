@@ -54,6 +54,17 @@ def test_budget_ids_apply_turn_budget_with_passthrough_options(family):
         env.close()
 
 
+def test_budget_ids_run_to_the_budget_past_the_registered_step_limit():
+    env = gym.make("KeyDoor-Budget-v0", budget=20)  # KeyDoor-v0 stops at 8 steps
+    assert env.spec.max_episode_steps is None
+    for options, budget in ((None, 20), ({"budget": 40}, 40)):  # drawn, then forced above it
+        _, info = env.reset(seed=0, options=options)
+        for turn in range(1, budget + 1):
+            _, _, terminated, truncated, info = env.step("look")
+            assert (terminated, truncated, info["turns_left"]) == (False, turn == budget, budget - turn)
+    env.close()
+
+
 def test_alfworld_budget_mix_draws_varied_budgets_reproducibly():
     def budgets(seed):
         env = gym.make("ALFWorld-Budget-v0", budget="mix")

@@ -8,7 +8,10 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 from toy_env import CorridorEnv
 
-from agentgym_budget.wrappers import TurnBudget
+import agentgym_budget  # noqa: F401  (registers the envs)
+from agentgym_budget.wrappers import TurnBudget, parse_budget_spec
+from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
+from agentgym_budget.wrappers.budget_core import SCHEDULE_OPTIONS
 
 
 def run(env, actions, seed=0, options=None):
@@ -145,6 +148,57 @@ def test_composes_with_record_episode_statistics():
     for _ in range(4):
         *_, info = env.step("look")
     assert info["episode"]["l"] == 4
+
+
+def looks_until_the_end(env, options=None):
+    """``(turns_left after each step, the turns on which the episode was truncated)`` of one episode of "look"s."""
+    env.reset(options=options)
+    turns_left, truncated_at, done, turn = [], [], False, 0
+    while not done and turn < 200:
+        turn += 1
+        _, _, terminated, truncated, info = env.step("look")
+        turns_left.append(info["turns_left"])
+        truncated_at += [turn] if truncated else []
+        done = terminated or truncated
+    return turns_left, truncated_at
+
+
+@pytest.mark.parametrize("env_id, budget", [("ALFWorld-v0", 60), ("KeyDoor-v0", 20)])
+def test_a_budget_longer_than_the_registered_step_limit_lifts_it(env_id, budget):
+    assert gym.spec(env_id).max_episode_steps < budget  # the README's form: TurnBudget(gym.make(id), budget=T)
+    env = TurnBudget(gym.make(env_id), budget=budget)
+    env.reset(seed=0)
+    assert looks_until_the_end(env) == (list(range(budget - 1, -1, -1)), [budget])
+
+
+def test_a_mix_a_curriculum_and_a_forced_budget_above_the_limit_are_lifted():
+    mix = TurnBudget(gym.make("KeyDoor-v0"), budget="mix:5,30")  # KeyDoor-v0 stops at 8 steps
+    mix.reset(seed=0)
+    lengths = {looks_until_the_end(mix)[1][0] for _ in range(20)}
+    assert lengths == {5, 30}
+    curriculum = TurnBudget(gym.make("KeyDoor-v0"), budget="curriculum:30->5@10")
+    curriculum.reset(seed=0)
+    curriculum.set_progress(0)
+    assert looks_until_the_end(curriculum)[1] == [30]
+    forced = looks_until_the_end(mix, options={"budget": 45})  # above anything the mix draws
+    assert forced == (list(range(44, -1, -1)), [45])
+
+
+def test_the_spec_carries_the_budget_and_no_other_step_limit():
+    env = TurnBudget(gym.make("KeyDoor-v0"), budget=20)
+    assert env.spec.max_episode_steps is None and env.spec.additional_wrappers[-1].name == "TurnBudget"
+    remade = gym.make(env.spec)
+    remade.reset(seed=0)
+    assert looks_until_the_end(remade)[1] == [20]
+
+
+def test_option_lists_are_the_signatures_keywords():
+    import inspect
+
+    schedule_keywords = set(inspect.signature(parse_budget_spec).parameters) - {"spec"}
+    wrapper_keywords = set(inspect.signature(TurnBudget.__init__).parameters) - {"self", "env", "schedule_options"}
+    assert SCHEDULE_OPTIONS == schedule_keywords
+    assert BUDGET_OPTIONS == wrapper_keywords | schedule_keywords
 
 
 @pytest.mark.parametrize("vector_cls", [gym.vector.SyncVectorEnv, gym.vector.AsyncVectorEnv])

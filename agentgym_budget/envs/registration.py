@@ -249,8 +249,9 @@ def make_budget_env(env_id: str, budget: BudgetSpec | None = None, **kwargs: Any
     ``env_id`` is any registered text env id; an ``X-Budget-v0`` id stands for its ``X-v0``
     env with its default budget.  Among ``kwargs``, the ``TurnBudget`` options
     (``show_budget``, ``budget_template``, ...) go to the wrapper, the rest to the env.  The
-    env's own ``TimeLimit`` is dropped: the budget is the episode's limit.  This is the entry
-    point of the ``X-Budget-v0`` ids, so ``gym.make("X-Budget-v0", ...)`` builds the same env.
+    budget is the episode's only limit (``TurnBudget`` raises the env's own ``TimeLimit`` to
+    it).  This is the entry point of the ``X-Budget-v0`` ids, so ``gym.make("X-Budget-v0", ...)``
+    builds the same env.
 
     Example:
         >>> import agentgym_budget
@@ -269,7 +270,7 @@ def make_budget_env(env_id: str, budget: BudgetSpec | None = None, **kwargs: Any
     if budget is None:
         raise ValueError(f"make_budget_env({env_id!r}) needs budget= (an int, a budget spec or a BudgetSchedule)")
     budget_kwargs = {k: kwargs.pop(k) for k in list(kwargs) if k in BUDGET_OPTIONS}
-    bare = dataclasses.replace(spec, max_episode_steps=None, order_enforce=False)
+    bare = dataclasses.replace(spec, order_enforce=False)
     return TurnBudget(gym.make(bare, disable_env_checker=True, **kwargs), budget, **budget_kwargs)
 
 

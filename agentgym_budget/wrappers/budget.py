@@ -3,15 +3,20 @@
 ``TurnBudget`` is :class:`gymnasium.wrappers.TimeLimit`'s bigger sibling.  Where
 ``TimeLimit`` has one ``max_episode_steps``, ``TurnBudget`` draws each episode's budget
 from a schedule (see :mod:`agentgym_budget.wrappers.budget_spec`), reports it in ``info``,
-can show the remaining budget to the agent, and truncates exactly when it is spent.
+can show the remaining budget to the agent, and truncates exactly when it is spent.  It is
+the only step limit of the env it wraps: a ``TimeLimit`` inside (``gym.make`` adds one from
+the registered ``max_episode_steps``) that would end an episode before its budget is raised
+to that budget, so ``info["turns_left"]`` is always the truth.
 """
 
 from __future__ import annotations
 
-import inspect
+import dataclasses
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
+from gymnasium.envs.registration import EnvSpec
+from gymnasium.wrappers import TimeLimit
 
 from agentgym_budget.wrappers.budget_core import DEFAULT_BUDGET_TEMPLATE, SCHEDULE_OPTIONS, BudgetCore
 from agentgym_budget.wrappers.budget_spec import BudgetSchedule, BudgetSpec
@@ -36,6 +41,10 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
     * ``info`` gains ``budget``, ``turn`` (steps taken) and ``turns_left``.
     * ``truncated`` becomes ``True`` on the step that spends the budget (as ``TimeLimit``
       does, also when that step terminates); ``terminated`` is never touched.
+    * The budget is the episode's only step limit: every ``TimeLimit`` in the wrapped chain
+      shorter than the largest budget the schedule can draw is raised to it, in place (and
+      again at ``reset`` for a larger forced budget); ``spec.max_episode_steps`` is ``None``,
+      so ``gym.make(env.spec)`` rebuilds the env under this budget and no other limit.
     * ``show_budget=True`` appends (``budget_position="suffix"``) or prepends
       (``"prefix"``) ``budget_template.format(turns_left=..., budget=..., turn=...)`` to
       each text observation, separated by a blank line.
@@ -58,8 +67,18 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         >>> terminated, truncated, info["turns_left"]
         (False, True, 0)
 
+        A budget longer than the env's registered step limit (``KeyDoor-v0`` stops at 8) lifts it:
+
+        >>> env = TurnBudget(gym.make("KeyDoor-v0"), budget=20)
+        >>> _ = env.reset(seed=0)
+        >>> steps = [env.step("look") for _ in range(20)]
+        >>> [turn for turn, (*_, truncated, info) in enumerate(steps, 1) if truncated], steps[-1][4]["turns_left"]
+        ([20], 0)
+
     Change log:
         * v0.1.0 - Initially added.
+        * v0.2.0 - Lifts a shorter inner ``TimeLimit`` (it ended episodes before the budget while
+          ``turns_left`` was still positive); ``spec.max_episode_steps`` is ``None``.
     """
 
     def __init__(
@@ -83,6 +102,8 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
             self.observation_space = self.core.observation_space(env.observation_space)
         self._budget: int = self.schedule.max_budget
         self._turn: int = 0
+        self._turns_allowed = 0  # steps the chain below is known to allow (no TimeLimit ends it sooner)
+        self._allow(self._budget)
 
     # -- public state ---------------------------------------------------------------------
     @property
@@ -107,9 +128,23 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
     def turns_left(self) -> int:
         return max(self._budget - self._turn, 0)
 
+    @property
+    def spec(self) -> EnvSpec | None:
+        """The wrapped env's spec plus this wrapper, with ``max_episode_steps=None``: the budget is the limit."""
+        if self._cached_spec is None:
+            spec = super().spec  # a deep copy with this wrapper added, as every gym.Wrapper builds it
+            self._cached_spec = None if spec is None else dataclasses.replace(spec, max_episode_steps=None)
+        return self._cached_spec
+
     def set_progress(self, progress: float) -> None:
         """Set the curriculum progress (episodes or env steps, per the schedule's unit)."""
         self.core.set_progress(progress)
+
+    def _allow(self, turns: int) -> None:
+        """Make sure no ``TimeLimit`` below ends an episode before ``turns`` steps."""
+        if turns > self._turns_allowed:
+            _lift_time_limits(self, turns)
+            self._turns_allowed = turns
 
     # -- the gymnasium API --------------------------------------------------------------
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
@@ -130,15 +165,31 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         self.core.seed(seed)
         forced, env_options = self.core.take_forced(options)
         self._budget, self._turn = self.core.draw(forced), 0
+        self._allow(self._budget)  # a forced budget may be larger than any the schedule draws
         observation, info = self.env.reset(seed=seed, options=env_options)
         if self.core.counts_episodes:
             self.core.progress += 1
         return self.core.show(observation, self._budget, 0), self.core.annotate(info, self._budget, 0)
 
 
-#: The keyword options of :class:`TurnBudget` (what a budgeted-env factory routes to it, not to the env).
-BUDGET_OPTIONS: frozenset[str] = (frozenset(inspect.signature(TurnBudget.__init__).parameters) - {
-    "self", "env", "schedule_options"}) | SCHEDULE_OPTIONS
+#: The keyword options of :class:`TurnBudget` (what a budgeted-env factory routes to it, not to the env);
+#: ``tests/test_turn_budget.py`` checks them against the signature.
+BUDGET_OPTIONS: frozenset[str] = frozenset(
+    {"budget", "show_budget", "budget_template", "budget_position"}) | SCHEDULE_OPTIONS
+
+
+def _lift_time_limits(env: gym.Env, turns: int) -> None:
+    """Raise every ``TimeLimit`` in ``env``'s wrapper chain shorter than ``turns`` to ``turns``, in place."""
+    chain: list[gym.Wrapper] = []
+    while isinstance(env, gym.Wrapper):
+        chain.append(env)
+        env = env.env
+    short = [w for w in chain if isinstance(w, TimeLimit) and w._max_episode_steps < turns]
+    for limit in short:
+        limit._max_episode_steps = turns
+    if short:
+        for wrapper in chain:  # specs computed from the old limit (TimeLimit caches its own) are stale
+            wrapper._cached_spec = None
 
 
 def find_turn_budget(env: gym.Env) -> TurnBudget | None:

@@ -28,7 +28,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import inspect
 from typing import Any
 
 import numpy as np
@@ -42,8 +41,10 @@ __all__ = ["BUDGET_STREAM", "DEFAULT_BUDGET_TEMPLATE", "SCHEDULE_OPTIONS", "Budg
 DEFAULT_BUDGET_TEMPLATE = "[Turns left: {turns_left} of {budget}]"
 #: The seed stream of budget draws: ``default_rng([seed, BUDGET_STREAM])``, apart from the env's own.
 BUDGET_STREAM = 0x7B5D6E7
-#: The schedule keywords ``budget=`` takes with it (``budgets=``, ``low=``, ``schedule=``, ...).
-SCHEDULE_OPTIONS: frozenset[str] = frozenset(inspect.signature(parse_budget_spec).parameters) - {"spec"}
+#: The schedule keywords ``budget=`` takes with it: :func:`parse_budget_spec`'s keyword arguments
+#: (``tests/test_turn_budget.py`` checks them against its signature).
+SCHEDULE_OPTIONS: frozenset[str] = frozenset(
+    {"budgets", "weights", "low", "high", "schedule", "progress_unit", "interpolation"})
 # Width reserved for the numbers in a shown budget (budgets forced via options may be large).
 _NUMBER_WIDTH = 9
 
