@@ -77,7 +77,7 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
 
     Change log:
         * v0.1.0 - Initially added.
-        * v0.2.0 - Lifts a shorter inner ``TimeLimit`` (it ended episodes before the budget while
+        * Unreleased - Lifts a shorter inner ``TimeLimit`` (it ended episodes before the budget while
           ``turns_left`` was still positive); ``spec.max_episode_steps`` is ``None``.
     """
 
