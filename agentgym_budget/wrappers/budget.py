@@ -179,7 +179,12 @@ BUDGET_OPTIONS: frozenset[str] = frozenset(
 
 
 def _lift_time_limits(env: gym.Env, turns: int) -> None:
-    """Raise every ``TimeLimit`` in ``env``'s wrapper chain shorter than ``turns`` to ``turns``, in place."""
+    """Raise every ``TimeLimit`` in ``env``'s wrapper chain shorter than ``turns`` to ``turns``, in place.
+
+    ``TimeLimit`` has no public setter; it reads ``_max_episode_steps`` at every step and caches
+    its spec in ``_cached_spec`` (as every ``gym.Wrapper`` does), the same in all gymnasium 1.x.
+    Raising it in place, rather than cutting it out of the chain, keeps every wrapper's place.
+    """
     chain: list[gym.Wrapper] = []
     while isinstance(env, gym.Wrapper):
         chain.append(env)
