@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -257,7 +256,6 @@ def _executor(config: Any) -> Iterator[Any]:
 
 def _compare(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from agentgym_budget.eval.compare import compare_results
     from agentgym_budget.eval.plots import plot_diff_heatmap
@@ -275,61 +273,15 @@ def _compare(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise ValueError(f"--out {args.out}: the folder {out.parent} does not exist")
     comparison = compare_results(a, b, resamples=args.bootstrap, seed=args.seed, labels=labels)
-    level = f"{next(iter(comparison.passkt.values())).level:.0%}"
     console = Console()
-    console.print(_grid_table(f"Pass@(K,T): {labels[1]} minus {labels[0]}, {a.n_tasks} paired tasks",
-                              f"difference, under it its {level} paired bootstrap CI over tasks; * = CI excludes 0",
-                              comparison.ks, comparison.ts, lambda k, t: _cell_text(comparison.passkt[(k, t)])))
-    metrics = Table(title=f"Behaviour metrics: b = {labels[1]} minus a = {labels[0]}",
-                    caption=f"paired over tasks (probes: over probes); {level} CI; * = CI excludes 0")
-    for column in ("metric", "a", "b", "b - a [CI]"):
-        metrics.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
-    for name, d in {**comparison.metrics, **comparison.probes}.items():
-        metrics.add_row(name, _fmt(d.a), _fmt(d.b), _diff_text(d))
-    console.print(metrics)
+    for table in comparison.tables():
+        console.print(table)
     for note in comparison.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     path = plot_diff_heatmap(a, b, out, labels=labels, comparison=comparison)
-    json_path = out.with_suffix(".json")
-    json_path.write_text(json.dumps(comparison.to_dict(), indent=1) + "\n")
+    json_path = comparison.save_json(out.with_suffix(".json"))
     console.print(f"wrote {path}, {json_path}")
     return 0
-
-
-def _grid_table(title: str, caption: str, ks: Sequence[int], ts: Sequence[int], cell: Any) -> Any:
-    """A K x T ``rich`` table whose cell (k, t) reads ``cell(k, t)``."""
-    from rich.table import Table
-
-    table = Table(title=title, caption=caption)
-    table.add_column("K \\ T", justify="right", style="bold")
-    for t in ts:
-        table.add_column(str(t), justify="right")
-    for k in ks:
-        table.add_row(str(k), *(cell(k, t) for t in ts))
-    return table
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def _diff_text(d: Any) -> str:
-    """``+0.120 [+0.050, +0.190]*`` (``*``: the CI excludes 0; no CI from a single task)."""
-    if d.diff is None:
-        return "n/a"
-    ci = "(no CI: one task)" if d.ci_low is None else f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
-    return f"{d.diff:+.3f} {ci}{'*' if d.significant else ' '}"
-
-
-def _cell_text(d: Any) -> str:
-    """A grid cell on two short lines: ``+0.120*`` over ``[+.05,+.19]``."""
-    if d.diff is None:
-        return "n/a"
-    def short(x: float) -> str:  # "+.08": the grid has five columns in 80 characters
-        return f"{x:+.2f}".replace("0.", ".", 1)
-
-    ci = "no CI" if d.ci_low is None else f"[{short(d.ci_low)},{short(d.ci_high)}]"
-    return f"{d.diff:+.3f}{'*' if d.significant else ' '}\n[dim]{ci}[/dim]"
 
 
 def _warn_repeated_games(console: Any, result: Any) -> None:
@@ -381,44 +333,17 @@ def _add_aggregate_parser(sub: Any) -> None:
 
 
 def _aggregate(args: argparse.Namespace) -> int:
-    import csv
-
     from rich.console import Console
-    from rich.table import Table
 
     from agentgym_budget.eval.compare import aggregate_results
     from agentgym_budget.eval.results import PassKTResult
 
     aggregate = aggregate_results([PassKTResult.load(path) for path in args.results], level=args.level)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "aggregate.json").write_text(json.dumps(aggregate.to_dict(), indent=1) + "\n")
-    with (out / "aggregate.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["metric", "mean", "std", "min", "max", "ci_low", "ci_high", "runs"])
-        rows = [(f"pass@({k},{t})", cell) for (k, t), cell in aggregate.passkt.items()] + list(aggregate.metrics.items())
-        for name, cell in rows:
-            writer.writerow([name, *(cell[key] for key in ("mean", "std", "min", "max", "ci_low", "ci_high")),
-                             aggregate.runs])
-
-    def cell_text(cell: dict[str, Any]) -> str:
-        if cell["mean"] is None:
-            return "n/a"
-        spread = "" if cell["std"] is None else f" sd {cell['std']:.3f}"
-        ci = "" if cell["ci_low"] is None else f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
-        return f"{cell['mean']:.3f}{spread}{ci}"
-
+    written = aggregate.save(Path(args.out))
     console = Console()
-    console.print(_grid_table(f"Pass@(K,T) over {aggregate.runs} runs — {aggregate.env_id}",
-                              f"mean sd (between runs) [{args.level:.0%} Student-t CI of the mean]",
-                              aggregate.ks, aggregate.ts, lambda k, t: cell_text(aggregate.passkt[(k, t)])))
-    metrics = Table(title="Behaviour metrics over runs")
-    metrics.add_column("metric")
-    metrics.add_column("mean sd [CI]", justify="right")
-    for name, cell in aggregate.metrics.items():
-        metrics.add_row(name, cell_text(cell))
-    console.print(metrics)
-    console.print(f"wrote {out / 'aggregate.json'}, {out / 'aggregate.csv'}")
+    for table in aggregate.tables():
+        console.print(table)
+    console.print(f"wrote {written[0]}, {written[1]}")
     return 0
 
 

@@ -40,6 +40,7 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import eval_kwargs_of, make_budget_env
+from agentgym_budget.eval.results import number_text
 from agentgym_budget.eval.rollout import UNKNOWN, expert_match_of, attempt_seed, task_seed
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
@@ -205,7 +206,6 @@ def probe_table(env_id: str, policy: str, outcome: dict[str, Any]) -> Any:
     for column in ("metric", "value", "95% CI", "probes"):
         table.add_column(column, justify="left" if column == "metric" else "right")
     for name, row in outcome["summary"].items():
-        value = "n/a" if row["value"] is None else f"{row['value']:.3f}"
         ci = "n/a" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-        table.add_row(name, value, ci, str(row["probes"]))
+        table.add_row(name, number_text(row["value"]), ci, str(row["probes"]))
     return table
