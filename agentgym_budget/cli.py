@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import sys
 import warnings
 from collections.abc import Iterator, Sequence
@@ -35,65 +34,20 @@ from typing import Any
 
 __all__ = ["main"]
 
-DEFAULT_ENV = "ALFWorld-Budget-v0"
-#: Upper limits of the size arguments (beyond them a run cannot fit in memory or on this machine).
-MAX_WORKERS = 256
-MAX_CONCURRENCY = 4096
-MAX_BOOTSTRAP = 1_000_000
-_MAX_DIGITS = 19  # an int argument longer than this is no count or seed anyone means
-
-
-def _shown(text: str) -> str:
-    return repr(text) if len(text) <= 60 else repr(text[:40]) + f"... ({len(text)} characters)"
-
-
-def _parse_int(text: str) -> int:
-    digits = text.strip().lstrip("+-")
-    if not (digits.isascii() and digits.isdigit()) or len(digits) > _MAX_DIGITS:
-        raise ValueError(text)
-    return int(text)
-
-
-def _int_list(text: str) -> list[int]:
-    try:
-        values = [_parse_int(part) for part in text.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated integers >= 1 such as 1,2,4,8; got {_shown(text)}") from None
-    if not values:
-        raise argparse.ArgumentTypeError(f"expected at least one integer >= 1, got {_shown(text)}")
-    bad = [v for v in values if v < 1]
-    if bad:
-        raise argparse.ArgumentTypeError(f"every value must be >= 1, got {bad[0]} in {_shown(text)}")
-    return values
-
-
-def _int_in(low: int, high: int | None = None) -> Any:
+def _int_in(low: int, high: int) -> Any:
     """An argparse type: an int in ``low..high``; the message names the bad value and the range."""
-    accepted = f"an integer >= {low}" if high is None else f"an integer in {low}..{high:,}"
+    from agentgym_budget.flags import parse_int
 
-    def parse(text: str) -> int:
-        try:
-            value = _parse_int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected {accepted}, got {_shown(text)}") from None
-        if value < low or (high is not None and value > high):
-            raise argparse.ArgumentTypeError(f"expected {accepted}, got {value}")
+    parse = parse_int(low, high)
+
+    def checked(text: str) -> int:
+        value = parse(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"expected {parse.__name__}, got {value}")
         return value
 
-    parse.__name__ = accepted  # argparse names the type in its own messages
-    return parse
-
-
-def _key_value(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key.strip().isidentifier():
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE with KEY a Python name (e.g. p=0.5), got {_shown(text)}")
-    try:
-        value = json.loads(raw)  # numbers, true/false, null, lists
-    except (json.JSONDecodeError, RecursionError):
-        value = raw
-    return key.strip(), value
+    checked.__name__ = parse.__name__
+    return checked
 
 
 class _Parser(argparse.ArgumentParser):
@@ -104,61 +58,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agentgym_budget.eval.evaluate import MAX_EPISODES  # numpy and gymnasium only
+    from agentgym_budget.eval.config import MAX_BOOTSTRAP, EvalConfig  # numpy and gymnasium only
+    from agentgym_budget.flags import add_arguments
 
     parser = _Parser(
         prog="agentgym-budget", description="Text environments with turn budgets: Pass@(K,T) evaluation."
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    ev = sub.add_parser("eval", help="Pass@(K,T) of a policy on an env, with behaviour metrics and plots")
-    ev.add_argument("--env", default=DEFAULT_ENV, help=f"registered env id (default {DEFAULT_ENV})")
-    ev.add_argument("--policy", default="noisy-expert",
-                    help="policy name: random, expert, noisy-expert, hf (local model), openai (served model)")
-    ev.add_argument("--policy-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
-                    help="policy option, repeatable (e.g. p=0.5, model=path/to/model)")
-    ev.add_argument("--env-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
-                    help="gym.make option, repeatable (e.g. show_budget=true)")
-    ev.add_argument("--k", type=_int_list, default=[1, 2, 4, 8], help="attempts K (default 1,2,4,8)")
-    ev.add_argument("--t", type=_int_list, default=[5, 10, 20, 30, 50], help="turn budgets T (default 5,10,20,30,50)")
-    ev.add_argument("--tasks", type=_int_in(1, MAX_EPISODES), default=50, help="tasks (env reset seeds), default 50")
-    ev.add_argument("--attempts", type=_int_in(1, MAX_EPISODES), default=None,
-                    help="attempts N per task (default max(K))")
-    ev.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=0, help="base seed (default 0)")
-    ev.add_argument("--workers", type=_int_in(1, MAX_WORKERS), default=1,
-                    help="worker processes, or Ray actors with --backend ray (there 1 = one per cluster CPU); "
-                         "results do not depend on it")
-    ev.add_argument("--concurrency", "--batch-size", dest="concurrency", type=_int_in(1, MAX_CONCURRENCY), default=1,
-                    metavar="N",
-                    help="episodes in flight per worker: an LLM policy gets all their turns in one batched call "
-                         "(local model) or N concurrent requests (served model); results do not depend on it")
-    ev.add_argument("--backend", choices=["local", "ray"], default="local",
-                    help="local processes, or Ray actors (needs the 'ray' extra)")
-    ev.add_argument("--ray-address", default=None,
-                    help="Ray cluster to join with --backend ray (auto, HOST:PORT); default: a local Ray instance")
-    ev.add_argument("--resume", action="store_true",
-                    help="keep the episodes already in --out/episodes.jsonl (same settings) and run only the missing")
-    ev.add_argument("--overwrite", action="store_true",
-                    help="replace an evaluation already in --out (without it or --resume, such an --out is refused)")
-    ev.add_argument("--mode", choices=["auto", "shortcut", "per_t"], default="auto",
-                    help="auto: one rollout at max T unless the budget is shown/read (then one per T)")
-    ev.add_argument("--out", default="results", help="output folder (default results/)")
-    ev.add_argument("--bootstrap", type=_int_in(0, MAX_BOOTSTRAP), default=1000,
-                    help="bootstrap resamples per cell (default 1000; 0: no CI resampling)")
-    ev.add_argument("--no-plots", action="store_true", help="do not write the PNG plots")
-    ev.add_argument("--no-progress", action="store_true", help="no progress bar")
-    ev.add_argument("--transcripts", action=argparse.BooleanOptionalAction, default=None,
-                    help="keep every turn's observation, raw reply and action in --out/transcripts.jsonl.gz "
-                         "(default: on for LLM policies, off for random/expert/noisy-expert)")
+    add_arguments(sub.add_parser("eval", help="Pass@(K,T) of a policy on an env, with behaviour metrics and plots"),
+                  EvalConfig, show_default=False)
 
     rpt = sub.add_parser("report", help="one self-contained HTML page of an eval's results (or of two, compared)")
     rpt.add_argument("results", help="an eval's --out folder")
     rpt.add_argument("results_b", nargs="?", default=None, help="a second one to compare with the first (b - a)")
     rpt.add_argument("--out", default=None, help="HTML file to write (default RESULTS/report.html)")
     rpt.add_argument("--labels", default=None, help="names of the two runs, comma-separated (default: the policies)")
-    ev.add_argument("--probes", type=int, default=0,
-                    help="also measure single-step quality on N fixed probe states (see 'probe'); default 0: none")
-    ev.add_argument("--probe-horizon", type=int, default=50, help="expert turns allowed after a probe action")
 
     cmp = sub.add_parser("compare", help="paired differences b - a with bootstrap CIs over tasks, and their heatmap")
     cmp.add_argument("a", help="passkt.json (or its folder) of the baseline")
@@ -189,39 +104,31 @@ def _eval(args: argparse.Namespace) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     import agentgym_budget  # noqa: F401  (registers the envs)
+    from agentgym_budget.eval.config import EvalConfig
     from agentgym_budget.eval.episode_log import lock_output
-    from agentgym_budget.eval.evaluate import RepeatedGamesWarning, check_scoring, plan_evaluation, run_evaluation
+    from agentgym_budget.eval.evaluate import RepeatedGamesWarning, plan_evaluation, run_evaluation
+    from agentgym_budget.flags import from_arguments
     from agentgym_budget.text import printable_line
 
+    config: EvalConfig = from_arguments(EvalConfig, args)  # every value checked here, before anything runs
     console = Console()
-    _check_env_id(args.env)
-    attempts = args.attempts if args.attempts is not None else max(args.k)
-    plan = plan_evaluation(args.env, args.policy, ks=args.k, ts=args.t, tasks=args.tasks, attempts=attempts,
-                           seed=args.seed, env_kwargs=dict(args.env_arg), policy_kwargs=dict(args.policy_arg),
-                           mode=args.mode)
-    check_scoring(plan, args.bootstrap, 0.95)
-    if args.resume and args.overwrite:
-        raise ValueError("--resume and --overwrite exclude each other: keep the saved episodes or replace them")
-    out = Path(args.out)
+    _check_env_id(config.env_id)
+    plan = plan_evaluation(config)
+    out = Path(config.out)
     _check_out(out)
     _check_env_builds(plan)
     # The lock spans the run and the files written after it: a second run into --out refuses at once.
-    with _removed_if_failed(out), lock_output(out), _executor(args) as executor, Progress(
+    with _removed_if_failed(out), lock_output(out), _executor(config) as executor, Progress(
             TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), transient=True, disable=args.no_progress) as progress:
-        bar = progress.add_task(escape(f"{args.env} x {plan.policy_name} ({plan.mode})"), total=len(plan.jobs))
+            console=Console(stderr=True), transient=True, disable=not config.progress) as progress:
+        bar = progress.add_task(escape(f"{config.env_id} x {plan.policy_name} ({plan.mode})"), total=len(plan.jobs))
         with warnings.catch_warnings():  # printed below, with the tables
             warnings.simplefilter("ignore", RepeatedGamesWarning)
-            result = run_evaluation(plan, executor=executor, workers=args.workers, concurrency=args.concurrency,
-                                    out=out, resume=args.resume, overwrite=args.overwrite,
-                                    on_record=lambda _: progress.advance(bar), bootstrap=args.bootstrap,
-                                    transcripts=args.transcripts)
-        if args.probes:
-            written_probes = _eval_probes(args, plan, result, out)
-        written = [*result.save(out), out / "episodes.jsonl", *([written_probes] if args.probes else [])]
+            result = run_evaluation(plan, executor=executor, on_record=lambda _: progress.advance(bar))
+        written = [*result.save(out), out / "episodes.jsonl", *([out / "probes.json"] if config.probes else [])]
         if result.config["transcripts"]:
             written.append(out / "transcripts.jsonl.gz")
-        if not args.no_plots:
+        if config.plots:
             from agentgym_budget.eval.plots import save_plots
 
             written += save_plots(result, out)
@@ -230,8 +137,8 @@ def _eval(args: argparse.Namespace) -> int:
     _warn_repeated_games(console, result)
     timing = result.timing
     console.print(f"{timing['episodes']} episodes, {timing['steps']} turns in {timing['rollout_seconds']:.1f} s "
-                  f"({timing['episodes_per_second']:.0f} episodes/s, workers={args.workers}, "
-                  f"concurrency={args.concurrency}); metrics {timing['metrics_seconds'] * 1000:.0f} ms")
+                  f"({timing['episodes_per_second']:.0f} episodes/s, workers={config.workers}, "
+                  f"concurrency={config.concurrency}); metrics {timing['metrics_seconds'] * 1000:.0f} ms")
     usage = result.usage
     if usage.get("completion_tokens") is not None or usage.get("prompt_tokens") is not None:
         counts = {k: "unknown" if usage.get(k) is None else f"{usage[k]:,}" for k in ("prompt_tokens",
@@ -262,10 +169,11 @@ def _check_env_id(env_id: str) -> None:
     import gymnasium as gym
 
     from agentgym_budget.envs.registration import FAMILIES
+    from agentgym_budget.flags import shown
 
     if env_id not in gym.registry:
         ours = ", ".join(family.ids[1] for family in FAMILIES)
-        raise ValueError(f"--env {_shown(env_id)} is not a registered env id; accepted: {ours} (or their X-v0 ids, "
+        raise ValueError(f"--env {shown(env_id)} is not a registered env id; accepted: {ours} (or their X-v0 ids, "
                          f"or any registered text env); 'agentgym-budget list' shows them")
 
 
@@ -335,20 +243,19 @@ def _one_line(error: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def _executor(args: argparse.Namespace) -> Iterator[Any]:
+def _executor(config: Any) -> Iterator[Any]:
     """The executor ``--backend``/``--workers`` ask for (``None``: the evaluator's local default), closed after."""
-    if args.backend != "ray":
+    if config.backend != "ray":
         yield None
         return
     from agentgym_budget.distributed import RayExecutor
 
-    with RayExecutor(actors=None if args.workers == 1 else args.workers, address=args.ray_address) as executor:
+    with RayExecutor(actors=None if config.workers == 1 else config.workers, address=config.ray_address) as executor:
         yield executor
 
 
 def _compare(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.table import Table
 
     from agentgym_budget.eval.compare import compare_results
     from agentgym_budget.eval.plots import plot_diff_heatmap
@@ -366,61 +273,15 @@ def _compare(args: argparse.Namespace) -> int:
     if not out.parent.is_dir():
         raise ValueError(f"--out {args.out}: the folder {out.parent} does not exist")
     comparison = compare_results(a, b, resamples=args.bootstrap, seed=args.seed, labels=labels)
-    level = f"{next(iter(comparison.passkt.values())).level:.0%}"
     console = Console()
-    console.print(_grid_table(f"Pass@(K,T): {labels[1]} minus {labels[0]}, {a.n_tasks} paired tasks",
-                              f"difference, under it its {level} paired bootstrap CI over tasks; * = CI excludes 0",
-                              comparison.ks, comparison.ts, lambda k, t: _cell_text(comparison.passkt[(k, t)])))
-    metrics = Table(title=f"Behaviour metrics: b = {labels[1]} minus a = {labels[0]}",
-                    caption=f"paired over tasks (probes: over probes); {level} CI; * = CI excludes 0")
-    for column in ("metric", "a", "b", "b - a [CI]"):
-        metrics.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
-    for name, d in {**comparison.metrics, **comparison.probes}.items():
-        metrics.add_row(name, _fmt(d.a), _fmt(d.b), _diff_text(d))
-    console.print(metrics)
+    for table in comparison.tables():
+        console.print(table)
     for note in comparison.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     path = plot_diff_heatmap(a, b, out, labels=labels, comparison=comparison)
-    json_path = out.with_suffix(".json")
-    json_path.write_text(json.dumps(comparison.to_dict(), indent=1) + "\n")
+    json_path = comparison.save_json(out.with_suffix(".json"))
     console.print(f"wrote {path}, {json_path}")
     return 0
-
-
-def _grid_table(title: str, caption: str, ks: Sequence[int], ts: Sequence[int], cell: Any) -> Any:
-    """A K x T ``rich`` table whose cell (k, t) reads ``cell(k, t)``."""
-    from rich.table import Table
-
-    table = Table(title=title, caption=caption)
-    table.add_column("K \\ T", justify="right", style="bold")
-    for t in ts:
-        table.add_column(str(t), justify="right")
-    for k in ks:
-        table.add_row(str(k), *(cell(k, t) for t in ts))
-    return table
-
-
-def _fmt(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.3f}"
-
-
-def _diff_text(d: Any) -> str:
-    """``+0.120 [+0.050, +0.190]*`` (``*``: the CI excludes 0; no CI from a single task)."""
-    if d.diff is None:
-        return "n/a"
-    ci = "(no CI: one task)" if d.ci_low is None else f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
-    return f"{d.diff:+.3f} {ci}{'*' if d.significant else ' '}"
-
-
-def _cell_text(d: Any) -> str:
-    """A grid cell on two short lines: ``+0.120*`` over ``[+.05,+.19]``."""
-    if d.diff is None:
-        return "n/a"
-    def short(x: float) -> str:  # "+.08": the grid has five columns in 80 characters
-        return f"{x:+.2f}".replace("0.", ".", 1)
-
-    ci = "no CI" if d.ci_low is None else f"[{short(d.ci_low)},{short(d.ci_high)}]"
-    return f"{d.diff:+.3f}{'*' if d.significant else ' '}\n[dim]{ci}[/dim]"
 
 
 def _warn_repeated_games(console: Any, result: Any) -> None:
@@ -432,12 +293,15 @@ def _warn_repeated_games(console: Any, result: Any) -> None:
 
 
 def _add_probe_parser(sub: Any) -> None:
+    from agentgym_budget.eval.config import DEFAULT_ENV
+    from agentgym_budget.flags import key_value
+
     pr = sub.add_parser("probe", help="single-step quality of a policy on a fixed, seeded set of probe states")
     pr.add_argument("--env", default=DEFAULT_ENV, help=f"registered env id (default {DEFAULT_ENV})")
     pr.add_argument("--policy", default="noisy-expert", help="policy name: random, expert, noisy-expert, hf")
-    pr.add_argument("--policy-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+    pr.add_argument("--policy-arg", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                     help="policy option, repeatable")
-    pr.add_argument("--env-arg", action="append", type=_key_value, default=[], metavar="KEY=VALUE",
+    pr.add_argument("--env-arg", action="append", type=key_value, default=[], metavar="KEY=VALUE",
                     help="gym.make option, repeatable")
     pr.add_argument("--probes", type=int, default=50, help="probe states (default 50; two per task)")
     pr.add_argument("--seed", type=int, default=0, help="base seed: the same as eval's gives its tasks (default 0)")
@@ -449,46 +313,16 @@ def _probe(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     import agentgym_budget  # noqa: F401  (registers the envs)
-    from agentgym_budget.eval.probes import build_probes, run_probes
+    from agentgym_budget.eval.probes import build_probes, probe_table, run_probes, write_probes
 
     probes = build_probes(args.env, args.probes, args.seed, dict(args.env_arg))
     outcome = run_probes(args.env, args.policy, probes, dict(args.env_arg), dict(args.policy_arg), seed=args.seed,
                          horizon=args.horizon)
-    path = _write_probes(Path(args.out), args.env, args.policy, outcome)
+    path = write_probes(Path(args.out), args.env, args.policy, outcome)
     console = Console()
-    console.print(_probe_table(args.env, args.policy, outcome))
+    console.print(probe_table(args.env, args.policy, outcome))
     console.print(f"wrote {path}")
     return 0
-
-
-def _eval_probes(args: argparse.Namespace, plan: Any, result: Any, out: Path) -> Path:
-    """Run ``--probes`` for ``eval``: outcomes into ``result.metrics["probes"]`` and ``probes.json``."""
-    from agentgym_budget.eval.probes import build_probes, run_probes
-
-    probes = build_probes(plan.env_id, args.probes, plan.seed, plan.env_kwargs)
-    outcome = run_probes(plan.env_id, plan.policy, probes, plan.env_kwargs, plan.policy_kwargs, seed=plan.seed,
-                         horizon=args.probe_horizon, bootstrap=args.bootstrap)
-    result.metrics["probes"] = {key: value for key, value in outcome.items() if key != "probes"}
-    return _write_probes(out, plan.env_id, plan.policy_name, outcome)
-
-
-def _write_probes(out: Path, env_id: str, policy: str, outcome: dict[str, Any]) -> Path:
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / "probes.json"
-    path.write_text(json.dumps({"env_id": env_id, "policy": str(policy), **outcome}, indent=1) + "\n")
-    return path
-
-
-def _probe_table(env_id: str, policy: str, outcome: dict[str, Any]) -> Any:
-    from rich.table import Table
-
-    table = Table(title=f"Probe states — {env_id}, {policy}\nset {outcome['set_id']}, {len(outcome['source'])} probes")
-    for column in ("metric", "value", "95% CI", "probes"):
-        table.add_column(column, justify="left" if column == "metric" else "right")
-    for name, row in outcome["summary"].items():
-        ci = "n/a" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
-        table.add_row(name, _fmt(row["value"]), ci, str(row["probes"]))
-    return table
 
 
 def _add_aggregate_parser(sub: Any) -> None:
@@ -499,44 +333,17 @@ def _add_aggregate_parser(sub: Any) -> None:
 
 
 def _aggregate(args: argparse.Namespace) -> int:
-    import csv
-
     from rich.console import Console
-    from rich.table import Table
 
     from agentgym_budget.eval.compare import aggregate_results
     from agentgym_budget.eval.results import PassKTResult
 
     aggregate = aggregate_results([PassKTResult.load(path) for path in args.results], level=args.level)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "aggregate.json").write_text(json.dumps(aggregate.to_dict(), indent=1) + "\n")
-    with (out / "aggregate.csv").open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["metric", "mean", "std", "min", "max", "ci_low", "ci_high", "runs"])
-        rows = [(f"pass@({k},{t})", cell) for (k, t), cell in aggregate.passkt.items()] + list(aggregate.metrics.items())
-        for name, cell in rows:
-            writer.writerow([name, *(cell[key] for key in ("mean", "std", "min", "max", "ci_low", "ci_high")),
-                             aggregate.runs])
-
-    def cell_text(cell: dict[str, Any]) -> str:
-        if cell["mean"] is None:
-            return "n/a"
-        spread = "" if cell["std"] is None else f" sd {cell['std']:.3f}"
-        ci = "" if cell["ci_low"] is None else f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
-        return f"{cell['mean']:.3f}{spread}{ci}"
-
+    written = aggregate.save(Path(args.out))
     console = Console()
-    console.print(_grid_table(f"Pass@(K,T) over {aggregate.runs} runs — {aggregate.env_id}",
-                              f"mean sd (between runs) [{args.level:.0%} Student-t CI of the mean]",
-                              aggregate.ks, aggregate.ts, lambda k, t: cell_text(aggregate.passkt[(k, t)])))
-    metrics = Table(title="Behaviour metrics over runs")
-    metrics.add_column("metric")
-    metrics.add_column("mean sd [CI]", justify="right")
-    for name, cell in aggregate.metrics.items():
-        metrics.add_row(name, cell_text(cell))
-    console.print(metrics)
-    console.print(f"wrote {out / 'aggregate.json'}, {out / 'aggregate.csv'}")
+    for table in aggregate.tables():
+        console.print(table)
+    console.print(f"wrote {written[0]}, {written[1]}")
     return 0
 
 

@@ -86,6 +86,10 @@ def test_the_page_holds_the_run_grid_metrics_and_every_episode(folder) -> None:
         assert e["errors"] == len(error_turns(record)) and e["tr"] is True
         transcript = json.loads(page.scripts[f"tr-{e['id']}"])  # one lazily parsed script per episode
         assert [t["action"] for t in transcript["turns"]] == record.actions
+    # the script's error filter reads the metrics' error kinds from the data, not a list of its own
+    assert data["error_tags"] == list(ERROR_TAGS)
+    script = text.rsplit("<script>", 1)[1]
+    assert "new Set(data.error_tags)" in script and not any(f'"{tag}"' in script for tag in ERROR_TAGS)
 
 
 def test_turn_tags_mark_the_metrics_errors_and_the_recoveries(folder) -> None:

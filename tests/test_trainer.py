@@ -232,3 +232,17 @@ def test_a_crafted_trainer_state_is_refused_not_run(tmp_path):
     np.random.seed(6)
     _set_numpy_rng_state(load_trainer_state(tmp_path / "ok.pt")["rng"])
     assert np.array_equal(np.random.random(3), expected)
+
+
+def test_the_logged_return_is_the_credited_one_not_the_success_again() -> None:
+    from types import SimpleNamespace
+
+    from agentgym_budget.train.trainer import _EpisodeFacts
+
+    turns = [SimpleNamespace(process_reward=r) for r in (1.0, 0.0, 1.0)]
+    lost = SimpleNamespace(won=False, lost=True, budget=4, turns=turns, invalid_actions=1)
+    won = SimpleNamespace(won=True, lost=False, budget=4, turns=turns, invalid_actions=0)
+    with_process = TrainConfig(process_reward="expert_progress", process_reward_coef=0.5)
+    assert _EpisodeFacts.of(won, with_process).credited_return == 1.0 + 0.5 * 2.0  # outcome + coef * G_0
+    assert _EpisodeFacts.of(lost, with_process).credited_return == 0.0  # a loss keeps no net progress
+    assert _EpisodeFacts.of(won, TrainConfig()) == (True, 4, 3, 0, 2.0, 1.0)  # no process reward: the win

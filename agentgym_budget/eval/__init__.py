@@ -1,6 +1,7 @@
 """Pass@(K,T) evaluation: how success depends on attempts K and turn budget T.
 
 * :func:`evaluate` — run a policy on an env and return a :class:`PassKTResult`;
+* :class:`~agentgym_budget.eval.config.EvalConfig` — every setting of an evaluation, checked once;
 * :mod:`~agentgym_budget.eval.passkt` — the unbiased estimator and the grid with CIs;
 * :mod:`~agentgym_budget.eval.metrics` — decision quality, error recovery, resilience;
 * :mod:`~agentgym_budget.eval.compare` — paired comparison of two results, aggregation over runs;
@@ -12,6 +13,7 @@
 """
 
 from agentgym_budget.eval.compare import aggregate_results, compare_results
+from agentgym_budget.eval.config import EvalConfig
 from agentgym_budget.eval.evaluate import evaluate, resolve_mode
 from agentgym_budget.eval.metrics import behaviour_metrics
 from agentgym_budget.eval.passkt import PassKTGrid, pass_at_k, passkt_grid
@@ -30,6 +32,7 @@ from agentgym_budget.eval.rollout import (
 __all__ = [
     "EpisodeJob",
     "EpisodeRecord",
+    "EvalConfig",
     "Executor",
     "PassKTGrid",
     "PassKTResult",

@@ -21,13 +21,16 @@ Example:
 
 from __future__ import annotations
 
+import csv
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from agentgym_budget.eval.results import PassKTResult
+from agentgym_budget.eval.results import PassKTResult, grid_table, number_text
 from agentgym_budget.eval.stats import PairedDifference, paired_bootstrap, ratio, t_interval
 
 __all__ = ["Aggregate", "Comparison", "IncomparableResults", "aggregate_results", "check_comparable",
@@ -77,6 +80,7 @@ class Comparison:
     metrics: dict[str, PairedDifference]
     probes: dict[str, PairedDifference] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    n_tasks: int = 0  # the paired tasks
 
     def diff_grid(self) -> tuple[np.ndarray, np.ndarray]:
         """``(diff, significant)`` arrays of shape ``(len(ks), len(ts))``."""
@@ -96,6 +100,48 @@ class Comparison:
             "probes": {name: row(d) for name, d in self.probes.items()},
             "notes": self.notes,
         }
+
+    def save_json(self, path: Path) -> Path:
+        """Write :meth:`to_dict` to ``path`` as JSON."""
+        path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        return path
+
+    def tables(self) -> tuple[Any, Any]:
+        """Two ``rich`` tables: the Pass@(K,T) differences with their CIs, and the metrics' (a, b, b - a)."""
+        from rich.table import Table
+
+        a, b = self.labels
+        level = f"{next(iter(self.passkt.values())).level:.0%}"
+        grid = grid_table(f"Pass@(K,T): {b} minus {a}, {self.n_tasks} paired tasks",
+                          f"difference, under it its {level} paired bootstrap CI over tasks; * = CI excludes 0",
+                          self.ks, self.ts, lambda k, t: _cell_text(self.passkt[(k, t)]))
+        metrics = Table(title=f"Behaviour metrics: b = {b} minus a = {a}",
+                        caption=f"paired over tasks (probes: over probes); {level} CI; * = CI excludes 0")
+        for column in ("metric", "a", "b", "b - a [CI]"):
+            metrics.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
+        for name, d in {**self.metrics, **self.probes}.items():
+            metrics.add_row(name, number_text(d.a), number_text(d.b), _diff_text(d))
+        return grid, metrics
+
+
+def _diff_text(d: PairedDifference) -> str:
+    """``+0.120 [+0.050, +0.190]*`` (``*``: the CI excludes 0; no CI from a single task)."""
+    if d.diff is None:
+        return "n/a"
+    ci = "(no CI: one task)" if d.ci_low is None else f"[{d.ci_low:+.3f}, {d.ci_high:+.3f}]"
+    return f"{d.diff:+.3f} {ci}{'*' if d.significant else ' '}"
+
+
+def _cell_text(d: PairedDifference) -> str:
+    """A grid cell on two short lines: ``+0.120*`` over ``[+.05,+.19]``."""
+    if d.diff is None:
+        return "n/a"
+
+    def short(x: float) -> str:  # "+.08": the grid has five columns in 80 characters
+        return f"{x:+.2f}".replace("0.", ".", 1)
+
+    ci = "no CI" if d.ci_low is None else f"[{short(d.ci_low)},{short(d.ci_high)}]"
+    return f"{d.diff:+.3f}{'*' if d.significant else ' '}\n[dim]{ci}[/dim]"
 
 
 def compare_results(a: PassKTResult, b: PassKTResult, *, resamples: int = 1000, level: float = 0.95, seed: int = 0,
@@ -124,7 +170,7 @@ def compare_results(a: PassKTResult, b: PassKTResult, *, resamples: int = 1000, 
         (num_a, den_a), (num_b, den_b) = terms_a.get(name, zeros), terms_b.get(name, zeros)
         metrics[name] = paired_bootstrap(num_a, den_a, num_b, den_b, **options)
     return Comparison(labels or (a.policy, b.policy), ks, a.ts, passkt, metrics, _compare_probes(a, b, options, notes),
-                      notes)
+                      notes, a.n_tasks)
 
 
 def _compare_probes(a: PassKTResult, b: PassKTResult, options: dict[str, Any], notes: list[str]
@@ -165,6 +211,43 @@ class Aggregate:
         return {"env_id": self.env_id, "policies": self.policies, "ks": list(self.ks), "ts": list(self.ts),
                 "runs": self.runs, "ci_level": self.level,
                 "passkt": [{"k": k, "t": t, **cell} for (k, t), cell in self.passkt.items()], "metrics": self.metrics}
+
+    def save(self, folder: Path) -> tuple[Path, Path]:
+        """Write ``aggregate.json`` (:meth:`to_dict`) and ``aggregate.csv`` (a row per cell and metric) into ``folder``."""
+        folder.mkdir(parents=True, exist_ok=True)
+        json_path, csv_path = folder / "aggregate.json", folder / "aggregate.csv"
+        json_path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+        with csv_path.open("w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["metric", "mean", "std", "min", "max", "ci_low", "ci_high", "runs"])
+            rows = [(f"pass@({k},{t})", cell) for (k, t), cell in self.passkt.items()] + list(self.metrics.items())
+            for name, cell in rows:
+                writer.writerow([name, *(cell[key] for key in ("mean", "std", "min", "max", "ci_low", "ci_high")),
+                                 self.runs])
+        return json_path, csv_path
+
+    def tables(self) -> tuple[Any, Any]:
+        """Two ``rich`` tables: Pass@(K,T) and the metrics, each as mean, spread and CI over runs."""
+        from rich.table import Table
+
+        grid = grid_table(f"Pass@(K,T) over {self.runs} runs — {self.env_id}",
+                          f"mean sd (between runs) [{self.level:.0%} Student-t CI of the mean]",
+                          self.ks, self.ts, lambda k, t: _over_runs_text(self.passkt[(k, t)]))
+        metrics = Table(title="Behaviour metrics over runs")
+        metrics.add_column("metric")
+        metrics.add_column("mean sd [CI]", justify="right")
+        for name, cell in self.metrics.items():
+            metrics.add_row(name, _over_runs_text(cell))
+        return grid, metrics
+
+
+def _over_runs_text(cell: dict[str, Any]) -> str:
+    """``0.500 sd 0.100 [0.250, 0.750]``: a cell of :func:`aggregate_results`."""
+    if cell["mean"] is None:
+        return "n/a"
+    spread = "" if cell["std"] is None else f" sd {cell['std']:.3f}"
+    ci = "" if cell["ci_low"] is None else f" [{cell['ci_low']:.3f}, {cell['ci_high']:.3f}]"
+    return f"{cell['mean']:.3f}{spread}{ci}"
 
 
 def _over_runs(values: Sequence[float | None], level: float) -> dict[str, Any]:

@@ -10,10 +10,11 @@ Two rollout modes, always recorded in the result:
   (``show_budget=True`` on the env) or the policy reads it (``policy.reads_budget``).
 * ``"auto"`` (default) — ``"per_t"`` in those two cases, else ``"shortcut"``.
 
-:func:`evaluate` is two steps, each usable alone (the CLI does, to size its progress bar):
-:func:`plan_evaluation` (check the arguments, build the policy, choose the mode, list the
-episodes) and :func:`run_evaluation` (run the missing episodes, count successes, assemble the
-:class:`PassKTResult`).  Where episodes run is the ``executor``'s business: this module never
+:func:`evaluate` takes an :class:`~agentgym_budget.eval.config.EvalConfig` (every setting,
+checked when it is made), or keyword arguments that build one.  It is two steps, each usable
+alone (the CLI does, to size its progress bar): :func:`plan_evaluation` (build the policy,
+choose the mode, list the episodes) and :func:`run_evaluation` (run the missing episodes, count
+successes, assemble the :class:`PassKTResult`).  Where episodes run is the ``executor``'s business: this module never
 imports a scale-out backend (pass ``executor=RayExecutor()`` from ``agentgym_budget.distributed``).
 
 Example:
@@ -22,6 +23,10 @@ Example:
     >>> result = evaluate("KeyDoor-Budget-v0", "noisy-expert", ks=(1, 4), ts=(1, 2, 4), tasks=10, attempts=4)
     >>> result.mode, result.value(1, 1), result.value(4, 4) > result.value(1, 2) > 0
     ('shortcut', 0.0, True)
+    >>> from agentgym_budget.eval.config import EvalConfig
+    >>> config = EvalConfig("KeyDoor-Budget-v0", ks=(1, 4), ts=(1, 2, 4), tasks=10, attempts=4, bootstrap=0)
+    >>> evaluate(config).successes.tolist() == result.successes.tolist()
+    True
 """
 
 from __future__ import annotations
@@ -32,15 +37,17 @@ import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import eval_kwargs_of
 from agentgym_budget.eval.episode_log import EpisodeLog, EvaluationInterrupted, run_identity, sigterm_as_interrupt
-from agentgym_budget.eval.metrics import DEFAULT_EARLY_TURNS, DEFAULT_PLAN_EDGES, behaviour_metrics
+from agentgym_budget.eval.config import MODES, EvalConfig
+from agentgym_budget.eval.metrics import behaviour_metrics
 from agentgym_budget.eval.passkt import passkt_grid
+from agentgym_budget.eval.probes import build_probes, run_probes, write_probes
 from agentgym_budget.eval.results import PassKTResult
 from agentgym_budget.eval.rollout import (
     EpisodeJob,
@@ -55,20 +62,9 @@ from agentgym_budget.eval.rollout import (
 from agentgym_budget.eval.transcripts import wants_transcripts
 from agentgym_budget.policies.base import POLICIES, Policy, make_policy
 from agentgym_budget.text import redact_url
-from agentgym_budget.wrappers.budget_spec import MAX_BUDGET
 
-__all__ = ["MAX_BOOTSTRAP_VALUES", "MAX_EPISODES", "EvaluationPlan", "Mode", "RepeatedGamesWarning", "build_jobs",
-           "check_scoring", "evaluate", "plan_evaluation", "policy_settings", "resolve_mode", "run_evaluation",
-           "shows_budget", "token_usage", "versions"]
-
-Mode = Literal["auto", "shortcut", "per_t"]
-_MODES = ("auto", "shortcut", "per_t")
-
-#: The most episodes one evaluation may plan (tasks x attempts x budgets run): the job list and
-#: the records live in memory, so a typo such as ``tasks=100000000`` is refused up front.
-MAX_EPISODES: int = 1_000_000
-#: The most bootstrap values (resamples x tasks x grid cells) one result may draw: ~2 GB of float64.
-MAX_BOOTSTRAP_VALUES: int = 250_000_000
+__all__ = ["EvaluationPlan", "RepeatedGamesWarning", "build_jobs", "evaluate", "plan_evaluation", "policy_settings",
+           "resolve_mode", "run_evaluation", "shows_budget", "token_usage", "versions"]
 
 
 def shows_budget(env_id: str, env_kwargs: dict[str, Any]) -> bool:
@@ -80,8 +76,8 @@ def shows_budget(env_id: str, env_kwargs: dict[str, Any]) -> bool:
 
 def resolve_mode(mode: str, show_budget: bool, reads_budget: bool) -> str:
     """The rollout mode to use (see the module docstring); rejects an unsound ``"shortcut"``."""
-    if mode not in _MODES:
-        raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
     budget_dependent = show_budget or reads_budget
     if mode == "auto":
         return "per_t" if budget_dependent else "shortcut"
@@ -97,54 +93,6 @@ def build_jobs(tasks: int, attempts: int, ts: Sequence[int], mode: str) -> list[
     return [EpisodeJob(task, attempt, budget) for task in range(tasks) for attempt in range(attempts) for budget in budgets]
 
 
-def _check_args(ks: Sequence[int], ts: Sequence[int], tasks: int, attempts: int, seed: int) -> None:
-    for name, value in (("tasks", tasks), ("attempts", attempts), ("seed", seed)):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-            raise ValueError(f"{name} must be an int, got {type(value).__name__} {value!r}")
-    if tasks < 1:
-        raise ValueError(f"tasks must be >= 1, got {tasks}")
-    if attempts < 1:
-        raise ValueError(f"attempts must be >= 1, got {attempts}")
-    if not ks or not ts:
-        raise ValueError("ks and ts must be non-empty")
-    if any(k < 1 for k in ks) or any(t < 1 for t in ts):
-        raise ValueError(f"every K and T must be >= 1, got ks={list(ks)}, ts={list(ts)}")
-    if max(ks) > attempts:
-        raise ValueError(f"K={max(ks)} needs at least {max(ks)} attempts per task, got attempts={attempts}")
-    if len(set(ks)) != len(ks) or len(set(ts)) != len(ts):
-        raise ValueError(f"ks and ts must not repeat values, got ks={list(ks)}, ts={list(ts)}")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
-    if max(ts) > MAX_BUDGET:
-        raise ValueError(f"every T must be <= {MAX_BUDGET} (the largest turn budget), got T={max(ts)}")
-    if tasks * attempts * len(ts) > MAX_EPISODES:
-        raise ValueError(f"tasks={tasks} x attempts={attempts} x {len(ts)} budgets may plan up to "
-                         f"{tasks * attempts * len(ts):,} episodes, more than the limit of {MAX_EPISODES:,} per "
-                         f"evaluation; split the run (seeds or task ranges) or use fewer tasks/attempts")
-
-
-def check_scoring(plan: EvaluationPlan, bootstrap: int, ci_level: float) -> None:
-    """Refuse scoring arguments that would fail (or exhaust memory) only after every episode ran.
-
-    Example:
-        >>> import agentgym_budget
-        >>> plan = plan_evaluation("KeyDoor-Budget-v0", ks=(1,), ts=(4,), tasks=1000, attempts=1)
-        >>> check_scoring(plan, bootstrap=10**6, ci_level=0.95)
-        Traceback (most recent call last):
-        ...
-        ValueError: bootstrap=1000000 x 1000 tasks x 1 cells is 1,000,000,000 resampled values, more than the limit of 250,000,000 (~2 GB); use at most bootstrap=250000
-    """
-    if isinstance(bootstrap, bool) or not isinstance(bootstrap, (int, np.integer)) or bootstrap < 0:
-        raise ValueError(f"bootstrap must be an int >= 0 (0: no resampling), got {bootstrap!r}")
-    values = bootstrap * plan.tasks * len(plan.ks) * len(plan.ts)
-    if values > MAX_BOOTSTRAP_VALUES:
-        raise ValueError(f"bootstrap={bootstrap} x {plan.tasks} tasks x {len(plan.ks) * len(plan.ts)} cells is "
-                         f"{values:,} resampled values, more than the limit of {MAX_BOOTSTRAP_VALUES:,} (~2 GB); "
-                         f"use at most bootstrap={MAX_BOOTSTRAP_VALUES // (plan.tasks * len(plan.ks) * len(plan.ts))}")
-    if not 0.0 < float(ci_level) < 1.0:
-        raise ValueError(f"ci_level must be in (0, 1), got {ci_level!r}")
-
-
 def success_counts(records: Sequence[EpisodeRecord], ts: Sequence[int], tasks: int) -> np.ndarray:
     """``(len(ts), tasks)``: attempts at each task won within each budget."""
     counts = np.zeros((len(ts), tasks), dtype=np.int64)
@@ -156,22 +104,48 @@ def success_counts(records: Sequence[EpisodeRecord], ts: Sequence[int], tasks: i
 
 @dataclass(frozen=True)
 class EvaluationPlan:
-    """What an evaluation will run: the checked arguments, the policy, the mode and the episodes."""
+    """What an evaluation will run: its settings, the policy, the mode and the episodes."""
 
-    env_id: str
-    policy: str | Policy  # as given: a registered name (workers rebuild it) or a policy object
+    config: EvalConfig
     policy_obj: Policy  # built here: its name and reads_budget decide the mode and the record
-    policy_kwargs: dict[str, Any]
-    env_kwargs: dict[str, Any]  # the family's eval_kwargs, then the caller's
-    ks: tuple[int, ...]
-    ts: tuple[int, ...]
-    tasks: int
-    attempts: int
-    seed: int
-    requested_mode: str
+    env_kwargs: dict[str, Any]  # the family's eval_kwargs, then the config's
     mode: str
     show_budget: bool
     jobs: tuple[EpisodeJob, ...]
+
+    @property
+    def env_id(self) -> str:
+        return self.config.env_id
+
+    @property
+    def policy(self) -> str | Policy:
+        """As given: a registered name (workers rebuild it) or a policy object."""
+        return self.config.policy
+
+    @property
+    def policy_kwargs(self) -> dict[str, Any]:
+        return self.config.policy_kwargs
+
+    @property
+    def ks(self) -> tuple[int, ...]:
+        return self.config.ks
+
+    @property
+    def ts(self) -> tuple[int, ...]:
+        return self.config.ts
+
+    @property
+    def tasks(self) -> int:
+        return self.config.tasks
+
+    @property
+    def attempts(self) -> int:
+        assert self.config.attempts is not None  # EvalConfig resolves it
+        return self.config.attempts
+
+    @property
+    def seed(self) -> int:
+        return self.config.seed
 
     @property
     def policy_name(self) -> str:
@@ -224,19 +198,10 @@ def policy_settings(policy: str | Policy, policy_kwargs: dict[str, Any], policy_
             if not k.startswith("_") and isinstance(v, (str, int, float, bool, type(None)))}
 
 
-def plan_evaluation(
-    env_id: str,
-    policy: str | Policy = "noisy-expert",
-    ks: Sequence[int] = (1, 2, 4, 8),
-    ts: Sequence[int] = (5, 10, 20, 30, 50),
-    tasks: int = 50,
-    attempts: int = 8,
-    seed: int = 0,
-    env_kwargs: dict[str, Any] | None = None,
-    policy_kwargs: dict[str, Any] | None = None,
-    mode: Mode = "auto",
-) -> EvaluationPlan:
-    """Check the arguments of :func:`evaluate`, build the policy, resolve the mode, list the episodes.
+def plan_evaluation(config: EvalConfig | str | None = None, policy: str | Policy | None = None, **settings: Any
+                    ) -> EvaluationPlan:
+    """Build the policy of an :class:`EvalConfig` (or of :meth:`EvalConfig.of`'s arguments), resolve
+    the mode, list the episodes.
 
     Example:
         >>> import agentgym_budget
@@ -244,20 +209,13 @@ def plan_evaluation(
         >>> plan.mode, len(plan.jobs), plan.jobs[0]
         ('shortcut', 6, EpisodeJob(task=0, attempt=0, budget=4))
     """
-    ks, ts = tuple(int(k) for k in ks), tuple(int(t) for t in ts)
-    _check_args(ks, ts, tasks, attempts, seed)
-    env_kwargs = {**eval_kwargs_of(env_id), **(env_kwargs or {})}  # e.g. full expert plans for the metrics
-    policy_kwargs = dict(policy_kwargs or {})
-    if not isinstance(policy, str) and policy_kwargs:
-        raise ValueError("policy_kwargs apply to a policy given by name, not to a policy object")
-    policy_obj = _build_policy(policy, policy_kwargs) if isinstance(policy, str) else policy
-    show_budget = shows_budget(env_id, env_kwargs)
-    resolved = resolve_mode(mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
-    return EvaluationPlan(
-        env_id=env_id, policy=policy, policy_obj=policy_obj, policy_kwargs=policy_kwargs, env_kwargs=env_kwargs,
-        ks=ks, ts=ts, tasks=tasks, attempts=attempts, seed=seed, requested_mode=mode, mode=resolved,
-        show_budget=show_budget, jobs=tuple(build_jobs(tasks, attempts, ts, resolved)),
-    )
+    config = EvalConfig.of(config, policy, **settings)
+    env_kwargs = {**eval_kwargs_of(config.env_id), **config.env_kwargs}  # e.g. full expert plans for the metrics
+    policy_obj = _build_policy(config.policy, config.policy_kwargs) if isinstance(config.policy, str) else config.policy
+    show_budget = shows_budget(config.env_id, env_kwargs)
+    mode = resolve_mode(config.mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
+    return EvaluationPlan(config=config, policy_obj=policy_obj, env_kwargs=env_kwargs, mode=mode,
+                          show_budget=show_budget, jobs=tuple(build_jobs(config.tasks, config.attempts, config.ts, mode)))
 
 
 def _build_policy(name: str, kwargs: dict[str, Any]) -> Policy:
@@ -269,118 +227,74 @@ def _build_policy(name: str, kwargs: dict[str, Any]) -> Policy:
                          + (f" (its options: {', '.join(accepted)})" if accepted else "")) from None
 
 
-def evaluate(
-    env_id: str,
-    policy: str | Policy = "noisy-expert",
-    ks: Sequence[int] = (1, 2, 4, 8),
-    ts: Sequence[int] = (5, 10, 20, 30, 50),
-    tasks: int = 50,
-    attempts: int = 8,
-    seed: int = 0,
-    workers: int = 1,
-    env_kwargs: dict[str, Any] | None = None,
-    policy_kwargs: dict[str, Any] | None = None,
-    mode: Mode = "auto",
-    *,
-    concurrency: int = 1,
-    executor: Executor | None = None,
-    out: str | Path | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    on_record: Callable[[EpisodeRecord], None] | None = None,
-    bootstrap: int = 1000,
-    ci_level: float = 0.95,
-    early_turns: int = DEFAULT_EARLY_TURNS,
-    plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
-    transcripts: bool | None = None,
-) -> PassKTResult:
+def evaluate(config: EvalConfig | str | None = None, policy: str | Policy | None = None, *,
+             executor: Executor | None = None, on_record: Callable[[EpisodeRecord], None] | None = None,
+             **settings: Any) -> PassKTResult:
     """Run ``attempts`` attempts at each of ``tasks`` tasks and estimate Pass@(K,T) for ``ks`` x ``ts``.
 
     Args:
-        env_id: a registered env id (``X-Budget-v0`` or any text env id; it is wrapped in a
-            :class:`~agentgym_budget.wrappers.TurnBudget` if it is not already).
-        policy: a registered policy name (built with ``policy_kwargs``) or a :class:`Policy`.
-        ks, ts: the attempts K and budgets T of the grid (every K <= ``attempts``).
-        tasks: tasks (env reset seeds derived from ``seed``); attempts: N per task.
-        seed: base seed; every episode's seeds derive from (seed, task, attempt).
-        workers: processes (1: in this process), when no ``executor`` is given; recorded in
-            the result, which does not depend on it.
-        env_kwargs: ``gym.make`` kwargs (``show_budget=True`` shows the budget to the agent),
-            on top of the env family's ``eval_kwargs`` (ALFWorld: ``expert_plan_horizon=100``,
-            full expert plans for the behaviour metrics); all are recorded in the result.
-        mode: ``"auto"``, ``"shortcut"`` or ``"per_t"`` (see the module docstring).
-        concurrency: episodes in flight per worker; the policy is asked for all their actions
-            at once (one batched ``generate`` for a local model, that many requests for a
-            served one).  Recorded in the result, which does not depend on it.
+        config: an :class:`~agentgym_budget.eval.config.EvalConfig` (every setting, documented
+            there), or the env id of a new one built from ``policy`` and ``settings``
+            (``evaluate("KeyDoor-Budget-v0", "random", ks=(1, 2), tasks=10)``); with a config,
+            ``settings`` replace its fields.
         executor: runs the episodes (default: :func:`~agentgym_budget.eval.rollout.make_executor`
-            with ``workers``); any object with ``run(spec, jobs, on_record)``, e.g. a
-            :class:`~agentgym_budget.distributed.RayExecutor` (extra ``ray``; the caller closes it).
-        out: folder to stream ``episodes.jsonl`` into as episodes finish (``None``: no file);
-            see :mod:`~agentgym_budget.eval.episode_log`.
-        resume: keep the episodes already in ``out`` (from a run with the same settings) and
-            run only the missing ones; the result equals an uninterrupted run's.
-        overwrite: replace an evaluation already in ``out`` (without it, and without
-            ``resume``, an ``out`` holding one is refused rather than truncated).
+            with ``config.workers``); any object with ``run(spec, jobs, on_record)``, e.g. a
+            :class:`~agentgym_budget.distributed.RayExecutor` (extra ``ray``; the caller closes
+            it), which ``backend="ray"`` requires.
         on_record: called with each :class:`EpisodeRecord` as it finishes (e.g. a progress bar).
-        bootstrap, ci_level: bootstrap resamples over tasks and the CI level per cell.
-        early_turns, plan_edges: parameters of the behaviour metrics (see ``eval.metrics``).
-        transcripts: keep what the agent saw and said each turn (``EpisodeRecord.transcript``,
-            and ``transcripts.jsonl.gz`` in ``out``); ``None``: only for LLM policies (``llm = True``).
     """
-    plan = plan_evaluation(env_id, policy, ks, ts, tasks, attempts, seed, env_kwargs, policy_kwargs, mode)
-    return run_evaluation(plan, executor=executor, workers=workers, concurrency=concurrency, out=out, resume=resume,
-                          overwrite=overwrite, on_record=on_record, bootstrap=bootstrap, ci_level=ci_level,
-                          early_turns=early_turns, plan_edges=plan_edges, transcripts=transcripts)
+    return run_evaluation(plan_evaluation(config, policy, **settings), executor=executor, on_record=on_record)
 
 
-def run_evaluation(
-    plan: EvaluationPlan,
-    *,
-    executor: Executor | None = None,
-    workers: int = 1,
-    concurrency: int = 1,
-    out: str | Path | None = None,
-    resume: bool = False,
-    overwrite: bool = False,
-    on_record: Callable[[EpisodeRecord], None] | None = None,
-    bootstrap: int = 1000,
-    ci_level: float = 0.95,
-    early_turns: int = DEFAULT_EARLY_TURNS,
-    plan_edges: Sequence[int] = DEFAULT_PLAN_EDGES,
-    transcripts: bool | None = None,
-) -> PassKTResult:
+def run_evaluation(plan: EvaluationPlan, *, executor: Executor | None = None,
+                   on_record: Callable[[EpisodeRecord], None] | None = None) -> PassKTResult:
     """Run a :func:`plan_evaluation`'s episodes (those not already in ``out`` on ``resume``) and score them.
 
-    The arguments are :func:`evaluate`'s.
+    The arguments are :func:`evaluate`'s.  With ``probes``, the probe states' outcomes are in
+    ``result.metrics["probes"]`` (and in ``out/probes.json``).
     """
-    if resume and out is None:
-        raise ValueError("resume=True needs out= (the folder holding episodes.jsonl)")
-    if concurrency < 1:
-        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
-    check_scoring(plan, bootstrap, ci_level)
-    executor = executor if executor is not None else make_executor(workers)
-    transcripts = wants_transcripts(plan.policy_obj, transcripts)
-    log, saved = _open_log(plan, out, resume, overwrite, transcripts)
+    config = plan.config
+    if executor is None and config.backend != "local":
+        raise ValueError(f"backend={config.backend!r} runs on its executor: pass executor=RayExecutor(...) from "
+                         "agentgym_budget.distributed (the command line does)")
+    executor = executor if executor is not None else make_executor(config.workers)
+    transcripts = wants_transcripts(plan.policy_obj, config.transcripts)
+    log, saved = _open_log(plan, config.out, config.resume, config.overwrite, transcripts)
     start = time.perf_counter()
-    new = _run_missing(plan, _rollout_spec(plan, executor, concurrency, transcripts), executor, log, saved, on_record)
+    spec = _rollout_spec(plan, executor, config.concurrency, transcripts)
+    new = _run_missing(plan, spec, executor, log, saved, on_record)
     rollout_seconds = time.perf_counter() - start
     records = [saved[job] if job in saved else new[job] for job in plan.jobs]
 
     start = time.perf_counter()
-    metrics = behaviour_metrics(records, plan.ts, early_turns, plan_edges, n_tasks=plan.tasks, bootstrap=bootstrap,
-                                ci_level=ci_level, seed=plan.seed)
+    metrics = behaviour_metrics(records, plan.ts, config.early_turns, config.plan_edges, n_tasks=plan.tasks,
+                                bootstrap=config.bootstrap, ci_level=config.ci_level, seed=plan.seed)
     metrics_seconds = time.perf_counter() - start
     successes = success_counts(records, plan.ts, plan.tasks)
-    grid = passkt_grid(successes, plan.attempts, plan.ks, plan.ts, bootstrap=bootstrap, ci_level=ci_level,
-                       seed=plan.seed)
-    config = {"env_kwargs": _jsonable(plan.env_kwargs), "policy_kwargs": _jsonable(plan.policy_settings),
-              "workers": workers, "concurrency": concurrency, "executor": type(executor).__name__,
-              "bootstrap": bootstrap, "requested_mode": plan.requested_mode, "transcripts": transcripts,
-              "versions": versions()}
+    grid = passkt_grid(successes, plan.attempts, plan.ks, plan.ts, bootstrap=config.bootstrap,
+                       ci_level=config.ci_level, seed=plan.seed)
+    recorded = {"env_kwargs": _jsonable(plan.env_kwargs), "policy_kwargs": _jsonable(plan.policy_settings),
+                "workers": config.workers, "concurrency": config.concurrency, "executor": type(executor).__name__,
+                "bootstrap": config.bootstrap, "requested_mode": config.mode, "transcripts": transcripts,
+                "versions": versions()}
     timing = {"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
               "steps": sum(r.turns for r in records), "resumed_episodes": len(saved),
               "episodes_per_second": len(new) / rollout_seconds if rollout_seconds else 0.0}
-    return _assemble_result(plan, records, successes, grid, metrics, config, timing, token_usage(records))
+    result = _assemble_result(plan, records, successes, grid, metrics, recorded, timing, token_usage(records))
+    if config.probes:
+        _measure_probes(plan, result)
+    return result
+
+
+def _measure_probes(plan: EvaluationPlan, result: PassKTResult) -> None:
+    """``config.probes`` probe states: outcomes into ``result.metrics["probes"]`` (and ``out/probes.json``)."""
+    config = plan.config
+    probes = build_probes(plan.env_id, config.probes, plan.seed, plan.env_kwargs)
+    outcome = run_probes(plan.env_id, plan.policy, probes, plan.env_kwargs, plan.policy_kwargs, seed=plan.seed,
+                         horizon=config.probe_horizon, bootstrap=config.bootstrap, ci_level=config.ci_level)
+    result.metrics["probes"] = {key: value for key, value in outcome.items() if key != "probes"}
+    if config.out is not None:
+        write_probes(Path(config.out), plan.env_id, plan.policy_name, outcome)
 
 
 def token_usage(records: Sequence[EpisodeRecord]) -> dict[str, Any]:

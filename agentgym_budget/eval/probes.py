@@ -33,18 +33,20 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import eval_kwargs_of, make_budget_env
+from agentgym_budget.eval.results import number_text
 from agentgym_budget.eval.rollout import UNKNOWN, expert_match_of, attempt_seed, task_seed
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
 from agentgym_budget.policies.base import Policy, make_policy
 
-__all__ = ["Probe", "ProbeReplayError", "build_probes", "probe_set_id", "run_probes"]
+__all__ = ["Probe", "ProbeReplayError", "build_probes", "probe_set_id", "probe_table", "run_probes", "write_probes"]
 
 _PROBE_STREAM = 0x9B0BE  # keeps the probe seeds apart from the evaluation's attempt seeds
 
@@ -186,3 +188,24 @@ def run_probes(env_id: str, policy: str | Policy, probes: Sequence[Probe], env_k
     return {"set_id": probe_set_id(probes), "probes": [p.to_dict() for p in probes], "horizon": horizon,
             "agreement": agreement, "success_to_go": success, "effect": effects, "source": sources,
             "summary": summary}
+
+
+def write_probes(out: Path, env_id: str, policy: str, outcome: dict[str, Any]) -> Path:
+    """Write :func:`run_probes`' ``outcome`` to ``out/probes.json`` (``out`` created if missing)."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "probes.json"
+    path.write_text(json.dumps({"env_id": env_id, "policy": str(policy), **outcome}, indent=1) + "\n")
+    return path
+
+
+def probe_table(env_id: str, policy: str, outcome: dict[str, Any]) -> Any:
+    """A ``rich.table.Table`` of :func:`run_probes`' summary: each rate, its 95% CI and its probes."""
+    from rich.table import Table
+
+    table = Table(title=f"Probe states — {env_id}, {policy}\nset {outcome['set_id']}, {len(outcome['source'])} probes")
+    for column in ("metric", "value", "95% CI", "probes"):
+        table.add_column(column, justify="left" if column == "metric" else "right")
+    for name, row in outcome["summary"].items():
+        ci = "n/a" if row["ci_low"] is None else f"[{row['ci_low']:.3f}, {row['ci_high']:.3f}]"
+        table.add_row(name, number_text(row["value"]), ci, str(row["probes"]))
+    return table

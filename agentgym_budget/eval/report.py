@@ -372,7 +372,8 @@ def build_report(folder: str | Path, folder_b: str | Path | None = None,
         *([_compare(runs[0], runs[1], labels)] if compare else []),
         _browse(episodes, names, max(run.result.attempts for run in runs)),
     ]
-    data = _json_script("report-data", {"runs": episodes, "compare": compare})
+    # the error tags travel with the data: the script's "errors" filter is the metrics' own list
+    data = _json_script("report-data", {"runs": episodes, "compare": compare, "error_tags": list(ERROR_TAGS)})
     return _PAGE.format(title=_esc(title), css=_CSS, mode="compare" if compare else "single",
                         body="\n".join(sections), data=data, transcripts="\n".join(scripts), js=_JS)
 
@@ -477,7 +478,7 @@ _JS = r"""
     if (!(fragment instanceof Html)) throw new TypeError("setHtml takes html`...` fragments only");
     el.innerHTML = fragment.text;
   };
-  const ERRORS = new Set(["invalid", "no-effect", "loss", "detour", "stall"]);
+  const ERRORS = new Set(data.error_tags);
   const byId = new Map();
   let total = 0;
   data.runs.forEach((run) => run.episodes.forEach((e) => { byId.set(e.id, e); total += 1; }));

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from agentgym_budget.eval.passkt import PassKTGrid, passkt_grid
 from agentgym_budget.eval.schema import (Index, Known, NonNegative, Positive, RecordError, Turn, UnitInterval, checked,
                                          parse_json)
 
-__all__ = ["PassKTFile", "PassKTResult", "RunConfig", "difference"]
+__all__ = ["PassKTFile", "PassKTResult", "RunConfig", "difference", "grid_table", "number_text"]
 
 RESULT_FORMAT = "agentgym-budget/passkt/1"
 
@@ -178,20 +179,18 @@ class PassKTResult:
     # -- display --------------------------------------------------------------------------
     def table(self) -> Any:
         """A ``rich.table.Table``: Pass@(K,T) ± standard error, K down, T across."""
-        from rich.table import Table
         from rich.text import Text
 
         # Text, not markup: an env id or a served model's name may hold "[/]"
         title = Text(f"Pass@(K,T) — {self.env_id}, {self.policy}\n{self.n_tasks} tasks x {self.attempts} attempts, "
                  f"mode={self.mode}", style="table.title")
-        table = Table(title=title, caption=f"mean±standard error over tasks; {self.grid.ci_level:.0%} bootstrap CIs in passkt.csv")
-        table.add_column("K \\ T", justify="right", style="bold")
-        for t in self.ts:
-            table.add_column(str(t), justify="right")
-        for i, k in enumerate(self.ks):
-            table.add_row(str(k), *(f"{self.grid.mean[i, j]:.3f}[dim]±{self.grid.stderr[i, j]:.2f}[/dim]"
-                                    for j in range(len(self.ts))))
-        return table
+        caption = f"mean±standard error over tasks; {self.grid.ci_level:.0%} bootstrap CIs in passkt.csv"
+
+        def cell(k: int, t: int) -> str:
+            i, j = self.ks.index(k), self.ts.index(t)
+            return f"{self.grid.mean[i, j]:.3f}[dim]±{self.grid.stderr[i, j]:.2f}[/dim]"
+
+        return grid_table(title, caption, self.ks, self.ts, cell)
 
     def metrics_rows(self) -> list[tuple[str, str]]:
         """The behaviour metrics as ``(label, value)`` rows (the terminal table's and the report's)."""
@@ -318,6 +317,35 @@ class PassKTFile:
         if any(n > file.attempts for row in file.successes for n in row):
             raise RecordError(f"successes: more than the {file.attempts} attempts per task")
         return file
+
+
+def grid_table(title: Any, caption: str, ks: Sequence[int], ts: Sequence[int], cell: Callable[[int, int], str]) -> Any:
+    """A K x T ``rich`` table (K down, T across) whose cell (k, t) reads ``cell(k, t)``.
+
+    Example:
+        >>> table = grid_table("Pass@(K,T)", "", ks=(1, 2), ts=(5, 10), cell=lambda k, t: f"{k}/{t}")
+        >>> [column.header for column in table.columns], list(table.columns[2].cells)
+        (['K \\\\ T', '5', '10'], ['1/10', '2/10'])
+    """
+    from rich.table import Table
+
+    table = Table(title=title, caption=caption)
+    table.add_column("K \\ T", justify="right", style="bold")
+    for t in ts:
+        table.add_column(str(t), justify="right")
+    for k in ks:
+        table.add_row(str(k), *(cell(k, t) for t in ts))
+    return table
+
+
+def number_text(value: float | None) -> str:
+    """``0.123`` (three decimals), or ``n/a`` for no value.
+
+    Example:
+        >>> number_text(0.12345), number_text(None)
+        ('0.123', 'n/a')
+    """
+    return "n/a" if value is None else f"{value:.3f}"
 
 
 def _ci_text(row: dict[str, Any]) -> str:

@@ -23,12 +23,12 @@ Example:
 from __future__ import annotations
 
 import argparse
-import ast
 import dataclasses
-import json
 from dataclasses import dataclass, field
-from typing import Any, get_type_hints
+from typing import Any
 
+from agentgym_budget.flags import add_arguments, from_arguments
+from agentgym_budget.flags import flag_table as table_of_flags
 from agentgym_budget.wrappers.budget_spec import parse_budget_spec
 
 __all__ = ["TrainConfig", "add_config_arguments", "config_from_arguments", "flag_table", "keydoor_smoke_config"]
@@ -295,23 +295,12 @@ def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """One ``--flag`` per :class:`TrainConfig` field (``env_id`` → ``--env-id``), help from its docs."""
-    hints = get_type_hints(TrainConfig)
-    docs = _field_docs()
-    for f in dataclasses.fields(TrainConfig):
-        flag = "--" + f.name.replace("_", "-")
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        kind = hints[f.name]
-        help_text = f"{docs.get(f.name, '')} (default: {default!r})".strip()
-        if kind is bool:
-            parser.add_argument(flag, action=argparse.BooleanOptionalAction, default=default, help=help_text)
-        else:
-            parser.add_argument(flag, type=_parser_for(kind), default=default, help=help_text, metavar=f.name.upper())
-    return parser
+    return add_arguments(parser, TrainConfig)
 
 
 def config_from_arguments(args: argparse.Namespace) -> TrainConfig:
     """The :class:`TrainConfig` of parsed :func:`add_config_arguments` flags."""
-    return TrainConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TrainConfig)})
+    return from_arguments(TrainConfig, args)
 
 
 def flag_table() -> str:
@@ -321,41 +310,4 @@ def flag_table() -> str:
         >>> flag_table().splitlines()[2]
         "| `--env-id` | `'KeyDoor-v0'` | any registered text env id (`X-v0` or `X-Budget-v0`); it is run under `TurnBudget` |"
     """
-    docs = _field_docs()
-    rows = ["| flag | default | meaning |", "|---|---|---|"]
-    for f in dataclasses.fields(TrainConfig):
-        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
-        meaning = docs.get(f.name, "").replace("``", "`")
-        rows.append(f"| `--{f.name.replace('_', '-')}` | `{default!r}` | {meaning} |")
-    return "\n".join(rows)
-
-
-def _parser_for(kind: Any):
-    text = str(kind)
-    if kind is int or kind is float:
-        return kind
-    if "tuple" in text:
-        return lambda value: tuple(int(v) for v in value.split(",") if v.strip())
-    if "dict" in text:
-        return json.loads
-    if "None" in text:  # str | None, int | None
-        inner = int if "int" in text else float if "float" in text else str
-        return lambda value: None if value.lower() in ("none", "null", "") else inner(value)
-    return str
-
-
-def _field_docs() -> dict[str, str]:
-    """The docstring under each field (read from the source, as CleanRL's tyro does)."""
-    import inspect
-    import textwrap
-
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(TrainConfig)))
-    except (OSError, TypeError):
-        return {}
-    body, docs = tree.body[0].body, {}
-    for node, following in zip(body, body[1:]):
-        if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(following, ast.Expr)
-                and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):
-            docs[node.target.id] = " ".join(following.value.value.split())
-    return docs
+    return table_of_flags(TrainConfig)

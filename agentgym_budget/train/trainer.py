@@ -44,7 +44,7 @@ import shutil
 import time
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import gymnasium as gym
 import numpy as np
@@ -54,7 +54,7 @@ from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.policies import hf
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.grpo import (action_logprobs, collate, drop_failed_groups, group_advantages,
-                                        token_weight, turn_samples)
+                                        process_returns_to_go, token_weight, turn_samples)
 from agentgym_budget.train.kernels import policy_loss
 from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, all_reduce_sum, barrier,
                                             full_model_state, full_parameters, init_process_group,
@@ -83,6 +83,25 @@ def load_model_and_tokenizer(name: str, env_id: str, seed: int, device: torch.de
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return model.to(device), tokenizer
+
+
+class _EpisodeFacts(NamedTuple):
+    """What the logged metrics need of one finished episode (gathered from every rank: small, picklable)."""
+
+    won: bool
+    budget: int
+    turns: int
+    invalid_actions: int
+    process_return: float  # the sum of its turns' process rewards
+    credited_return: float  # what the learner credits its first turn: won + coef * G_0 (train/grpo.py)
+
+    @classmethod
+    def of(cls, episode: Any, config: TrainConfig) -> _EpisodeFacts:
+        rewards = [turn.process_reward for turn in episode.turns]
+        coef = config.process_reward_coef if config.process_reward else 0.0
+        to_go = process_returns_to_go(rewards, episode.lost, config.process_gamma)
+        return cls(episode.won, episode.budget, len(episode.turns), episode.invalid_actions, sum(rewards),
+                   float(episode.won) + coef * (to_go[0] if to_go else 0.0))
 
 
 class _ActionLogprobs(torch.nn.Module):
@@ -271,8 +290,7 @@ class Trainer:
             offset += n
         zero_groups = (advantages.view(-1, config.group_size).abs().sum(1) == 0).tolist()
         # failed episodes (no turns, no return) are left out of the episode metrics; their faults are counted
-        facts = [(e.won, e.budget, len(e.turns), e.invalid_actions, sum(t.process_reward for t in e.turns))
-                 for e in episodes if not e.failed]
+        facts = [_EpisodeFacts.of(e, config) for e in episodes if not e.failed]
         faults = (sum(e.env_failures for e in episodes), dropped)
         everything = all_gather_objects(group, (facts, zero_groups, faults))  # every rank's, for the logged metrics
         facts = [f for rank_facts, _, _ in everything for f in rank_facts]
@@ -282,24 +300,25 @@ class Trainer:
             raise RuntimeError(f"update {update + 1}: every episode's env raised twice (see the warnings); "
                                f"nothing to learn from")
         self.episodes_done += len(facts)
-        self.env_steps_done += sum(f[2] for f in facts)
+        self.env_steps_done += sum(f.turns for f in facts)
 
         start = time.perf_counter()
         first_shard = group.rank * config.rollout_shards
         update_stats = self._optimize(samples_by_shard, int(task_rng.integers(2**31 - 1)), first_shard, len(plan))
         self.update += 1
-        turns = [f[2] for f in facts]
+        turns = [f.turns for f in facts]
         return {
             "update": self.update,
             "episodes": self.episodes_done,
             "env_steps": self.env_steps_done,
-            "success_rate": float(np.mean([f[0] for f in facts])),
-            "return_mean": float(np.mean([float(f[0]) for f in facts])),
-            "budget_mean": float(np.mean([f[1] for f in facts])),
+            "success_rate": float(np.mean([f.won for f in facts])),
+            # the outcome return is the win (1 or 0): without process_reward this equals success_rate
+            "return_mean": float(np.mean([f.credited_return for f in facts])),
+            "budget_mean": float(np.mean([f.budget for f in facts])),
             "turns_mean": float(np.mean(turns)),
-            "invalid_action_rate": sum(f[3] for f in facts) / max(sum(turns), 1),
+            "invalid_action_rate": sum(f.invalid_actions for f in facts) / max(sum(turns), 1),
             "zero_advantage_groups": float(np.mean(zero_groups)),
-            "process_return_mean": float(np.mean([f[4] for f in facts])),
+            "process_return_mean": float(np.mean([f.process_return for f in facts])),
             "env_failures": env_failures,  # env raises this update (retries included), see train/rollout.py
             "dropped_groups": dropped_groups,  # groups given zero advantage: one of their episodes failed twice
             **update_stats,

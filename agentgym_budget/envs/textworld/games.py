@@ -167,21 +167,3 @@ def _generate(challenge: Challenge, settings: Mapping[str, Any], seed: int, path
         with contextlib.suppress(OSError):
             shutil.rmtree(workdir)
     logger.info("generated %s in %.1f s", path, time.perf_counter() - started)
-
-
-def write_bundle(
-    challenge: Challenge, settings: Mapping[str, Any], out_dir: Path, cache_dir: Path | None = None
-) -> Path:
-    """Pack the games of :data:`BUNDLED_SEEDS` (generating them as needed) into ``out_dir``.
-
-    This is how the archives in ``data/`` were made (with TextWorld
-    :data:`BUNDLED_TEXTWORLD_VERSION`), e.g. ``write_bundle(CHALLENGES["cooking"],
-    CHALLENGES["cooking"].settings(), Path("agentgym_budget/envs/textworld/data"))``.
-    """
-    target = Path(out_dir) / bundle_name(challenge, settings)
-    with tarfile.open(target, "w:gz", compresslevel=9) as archive:
-        for seed in BUNDLED_SEEDS:
-            path = ensure_game(challenge, settings, seed, cache_dir)
-            for member in (path.with_suffix(".json"), path):
-                archive.add(member, arcname=member.name)
-    return target

@@ -1,0 +1,1 @@
+"""TextWorld development tooling: rebuilding the bundled game archives."""
