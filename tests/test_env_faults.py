@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -14,40 +13,7 @@ from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
 from agentgym_budget.train import TrainConfig, Trainer, make_train_env
 from agentgym_budget.train import rollout
 from agentgym_budget.train.rollout import collect_episodes
-
-
-class FaultyEnv(gym.Wrapper):
-    """Raises in ``step`` number ``turn`` (``reset`` when 0) of episodes reset with a seed in ``seeds``.
-
-    ``budget`` (class-wide) is how many raises are left across every instance (``None``: always raise).
-    """
-
-    seeds: set[int] = set()
-    turn = 1
-    budget: int | None = None
-    made = 0
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        FaultyEnv.made += 1
-        self._seed: int | None = None
-        self._turn = 0
-
-    def _maybe_raise(self) -> None:
-        if self._seed in FaultyEnv.seeds and self._turn == FaultyEnv.turn and FaultyEnv.budget != 0:
-            if FaultyEnv.budget is not None:
-                FaultyEnv.budget -= 1
-            raise ConnectionError(f"backend lost at turn {self._turn}")
-
-    def reset(self, *, seed=None, options=None):
-        self._seed, self._turn = seed, 0
-        self._maybe_raise()
-        return self.env.reset(seed=seed, options=options)
-
-    def step(self, action):
-        self._turn += 1
-        self._maybe_raise()
-        return self.env.step(action)
+from scripted_envs import FaultyEnv
 
 
 @pytest.fixture
@@ -55,11 +21,7 @@ def faults(monkeypatch):
     """Every training env (the rollout pool's and the retries') under ``FaultyEnv``."""
     original = rollout.make_train_env
     monkeypatch.setattr(rollout, "make_train_env", lambda config: FaultyEnv(original(config)))
-    monkeypatch.setattr(FaultyEnv, "seeds", set())
-    monkeypatch.setattr(FaultyEnv, "turn", 1)
-    monkeypatch.setattr(FaultyEnv, "budget", None)
-    monkeypatch.setattr(FaultyEnv, "made", 0)
-    return FaultyEnv
+    return FaultyEnv.isolated(monkeypatch)
 
 
 CONFIG = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4, torch_threads=1)

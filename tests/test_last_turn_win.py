@@ -46,7 +46,7 @@ def test_the_session_reports_it_as_terminated(seed: int) -> None:
         session.step(command)
     assert session.summary() | {"env_id": None} == {
         "env_id": None, "budget": 2, "turns": 2, "turns_left": 0, "terminated": True, "truncated": False,
-        "outcome": "terminated", "won": True, "return": 1.0}
+        "outcome": "terminated", "won": True, "return": 1.0, "failed": False, "env_failures": 0, "error": None}
     session.reset(seed=seed, budget=1)
     session.step(expert_commands(seed)[0])
     assert (session.terminated, session.truncated, session.outcome) == (False, True, "truncated")
