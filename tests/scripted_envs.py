@@ -66,6 +66,7 @@ class FaultyEnv(gym.Wrapper):
     """Raises in ``step`` number ``turn`` (``reset`` when 0) of episodes reset with a seed in ``seeds``.
 
     ``budget`` (class-wide) is how many raises are left across every instance (``None``: always raise).
+    ``made`` and ``closed`` count instances made and closed; a closed one refuses to play (raises).
     """
 
     seeds: set[int] = set()
@@ -79,8 +80,11 @@ class FaultyEnv(gym.Wrapper):
         FaultyEnv.made += 1
         self._seed: int | None = None
         self._turn = 0
+        self._closed = False
 
     def _maybe_raise(self) -> None:
+        if self._closed:
+            raise RuntimeError("a closed env was played")
         if self._seed in FaultyEnv.seeds and self._turn == FaultyEnv.turn and FaultyEnv.budget != 0:
             if FaultyEnv.budget is not None:
                 FaultyEnv.budget -= 1
@@ -98,6 +102,7 @@ class FaultyEnv(gym.Wrapper):
 
     def close(self):
         FaultyEnv.closed += 1
+        self._closed = True
         super().close()
 
     @staticmethod
