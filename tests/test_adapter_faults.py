@@ -5,6 +5,7 @@ episodes, and the library's loop, go on.  The fault injector is the trainer's (s
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import gymnasium as gym
 import pytest
@@ -200,3 +201,45 @@ def test_openenv_a_one_off_fault_costs_nothing_a_lasting_one_its_episode_not_the
         client.step(TextAction(command=WIN[0]))
         result = client.step(TextAction(command=WIN[1]))
         assert (result.observation.won, result.observation.env_failures) == (True, 0)
+
+
+# -- a hanging env: step_timeout_s ---------------------------------------------------------------------------------
+class Hangs(gym.Wrapper):
+    """The first ``times`` steps of seed 9 (over every copy) wait until ``release`` is set; ``closed`` when closed."""
+
+    release = threading.Event()
+    closed = threading.Event()
+    times = 1
+
+    def step(self, action):
+        if Hangs.times and self._seed == 9:
+            Hangs.times -= 1
+            Hangs.release.wait()
+        return self.env.step(action)
+
+    def reset(self, *, seed=None, options=None):
+        self._seed = seed
+        return self.env.reset(seed=seed, options=options)
+
+    def close(self):
+        Hangs.closed.set()
+        super().close()
+
+
+def test_a_hung_step_is_a_fault_and_its_abandoned_env_is_closed_when_the_call_returns(monkeypatch) -> None:
+    monkeypatch.setattr(Hangs, "release", threading.Event())
+    monkeypatch.setattr(Hangs, "closed", threading.Event())
+    monkeypatch.setattr(Hangs, "times", 1)
+    session = BudgetSession(ENV_ID, budget=3, wrappers=[Hangs], step_timeout_s=0.2)
+    with pytest.warns(RuntimeWarning, match=r"raised at step 1: EnvTimeout: the env call did not return within "
+                                            r"step_timeout_s=0.2 s"):
+        play(session)
+    assert (session.won, session.env_failures, session.outcome) == (True, 1, "terminated")  # replayed in a fresh env
+    assert not Hangs.closed.is_set()  # the hung env is still in its call: not closed under it
+    Hangs.release.set()
+    assert Hangs.closed.wait(timeout=30)  # the abandoned thread closes it once its call returns
+
+
+def test_step_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match=r"^step_timeout_s must be a positive number of seconds or None, got 0$"):
+        BudgetSession(ENV_ID, budget=3, step_timeout_s=0)

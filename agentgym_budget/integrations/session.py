@@ -30,6 +30,14 @@ each is warned about (``RuntimeWarning``).  How a failed episode is reported is 
 arguments (``ValueError``, ``TypeError``, ``KeyError``: an unknown task, a bad budget) is the
 caller's error, not a fault: it is raised as is.
 
+**A hanging env** (``step_timeout_s``, off by default): each ``reset``/``step`` of the env then
+runs in a daemon thread, and one that has not returned within the deadline is a fault like a
+raise (:class:`EnvTimeout`): the episode is replayed in a fresh env under the same deadline.
+Python cannot stop a thread, so the abandoned call runs on in its thread, holding the abandoned
+env; that thread closes the env when (if ever) the call returns, and being a daemon it never
+keeps the process from exiting.  A hung engine therefore costs a thread and its env's memory
+until it returns; a deadline a few times the slowest normal step keeps that rare.
+
 The budget itself stays :class:`~agentgym_budget.wrappers.TurnBudget`'s: drawn at ``reset``
 from its seeded RNG, forced with ``reset(budget=T)``, shown in the observation with
 ``show_budget=True``, reported in ``info`` (``budget``, ``turn``, ``turns_left``).
@@ -86,7 +94,10 @@ from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import TurnBudget, find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
-__all__ = ["ARGUMENT_ERRORS", "BudgetSession", "EpisodeOver", "ReplayDiverged", "SharedProgress", "Wrapper", "end_text", "format_turn", "json_safe"]
+__all__ = [
+    "ARGUMENT_ERRORS", "BudgetSession", "EnvTimeout", "EpisodeOver", "ReplayDiverged", "SharedProgress", "Wrapper",
+    "call_with_deadline", "end_text", "format_turn", "json_safe",
+]
 
 #: Something that wraps an env (e.g. ``lambda env: ProcessReward(env, "subgoal", 0.1)``).
 Wrapper = Callable[[gym.Env], gym.Env]
@@ -104,6 +115,10 @@ ARGUMENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, KeyError)
 
 class EpisodeOver(RuntimeError):
     """A step after the episode ended (terminated, truncated or failed); call ``reset`` first."""
+
+
+class EnvTimeout(TimeoutError):
+    """An env call ran past the session's ``step_timeout_s`` (a fault: see the module docstring)."""
 
 
 class ReplayDiverged(RuntimeError):
@@ -151,11 +166,17 @@ class BudgetSession:
         wrappers: applied in order on top of the budgeted env (e.g. ``ProcessReward``).
         shared_progress: count curriculum progress across sessions (:class:`SharedProgress`)
             instead of per env; a ``progress`` given to :meth:`reset` still wins.
+        step_timeout_s: a deadline for each env ``reset``/``step`` (seconds; ``None``: none); a call past it
+            is a fault (:class:`EnvTimeout`, see the module docstring's hanging env).
         env_kwargs: passed to :func:`make_budget_env` (``show_budget=True``, env options, ...).
     """
 
     def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
-                 shared_progress: SharedProgress | None = None, **env_kwargs: Any) -> None:
+                 shared_progress: SharedProgress | None = None, step_timeout_s: float | None = None,
+                 **env_kwargs: Any) -> None:
+        if step_timeout_s is not None and not step_timeout_s > 0:
+            raise ValueError(f"step_timeout_s must be a positive number of seconds or None, got {step_timeout_s!r}")
+        self.step_timeout_s = step_timeout_s
         self.env_id = env_id
         self._make_env = functools.partial(_budgeted_env, env_id, budget, tuple(wrappers), env_kwargs)
         self._install(self._make_env())
@@ -240,7 +261,7 @@ class BudgetSession:
         self.env_failures, self.error, self.started = 0, None, True
         try:
             self._ensure_env()
-            result = self.env.reset(seed=seed, options=self._options or None)
+            result = self._call(self.env.reset, seed=seed, options=self._options or None)
         except ARGUMENT_ERRORS:
             raise
         except Exception as error:  # noqa: BLE001 - any other raise is the env's fault, see the fault policy
@@ -260,7 +281,7 @@ class BudgetSession:
             raise EpisodeOver(f"the episode is over ({self.outcome}); call reset for a new one")
         self._actions.append(action)
         try:
-            result = self.env.step(action)
+            result = self._call(self.env.step, action)
         except Exception as error:  # noqa: BLE001 - the env's fault, see the fault policy
             result = self._recover(error, f"step {len(self._actions)}")
         if result is None:  # failed
@@ -301,12 +322,12 @@ class BudgetSession:
     def _replay(self) -> Any:
         """Reset the (fresh) env as this episode was, play its commands; the last call's result."""
         self.turn_budget.set_progress(self._start_progress)
-        result = self.env.reset(seed=self._seed, options=self._options or None)
+        result = self._call(self.env.reset, seed=self._seed, options=self._options or None)
         for action, seen in zip(self._actions, self._observations):
             if result[0] != seen:
                 raise ReplayDiverged(f"a fresh env did not reproduce the episode (seed {self._seed}): "
                                      f"the game is not deterministic given its seed")
-            result = self.env.step(action)
+            result = self._call(self.env.step, action)
         return result
 
     def _count_fault(self, error: Exception, where: str) -> None:
@@ -314,10 +335,22 @@ class BudgetSession:
         warnings.warn(f"{self.env_id} (seed {self.seed}) raised at {where}: {_one_line(error)}",
                       RuntimeWarning, stacklevel=4)
 
+    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` of the env, within ``step_timeout_s`` when one is set."""
+        if self.step_timeout_s is None:
+            return method(*args, **kwargs)
+        env = self.env
+        try:
+            return call_with_deadline(functools.partial(method, *args, **kwargs), self.step_timeout_s,
+                                      on_abandoned=functools.partial(_close_quietly, env))
+        except EnvTimeout:
+            self._abandoned = True  # its thread closes it once the call returns: not ours to close now
+            raise
+
     def _discard_env(self) -> None:
         """Close the env that raised (best effort: a broken env's close must not hide its fault)."""
-        with contextlib.suppress(Exception):
-            self.env.close()
+        if not self._abandoned:
+            _close_quietly(self.env)
         self._discarded = True
 
     def _ensure_env(self) -> None:
@@ -331,7 +364,7 @@ class BudgetSession:
         found = find_turn_budget(env)
         if found is None:  # a wrapper that hides the chain: the budget could not be reported
             raise ValueError(f"the wrappers of {self.env_id!r} hide its TurnBudget (keep gym.Wrapper chains)")
-        self.env, self.turn_budget, self._discarded = env, found, False
+        self.env, self.turn_budget, self._discarded, self._abandoned = env, found, False, False
 
     def public_info(self) -> dict[str, Any]:
         """The JSON-safe part of ``info`` every adapter passes on (:data:`PUBLIC_INFO_KEYS`)."""
@@ -347,7 +380,7 @@ class BudgetSession:
         }
 
     def close(self) -> None:
-        if not self._discarded:  # a discarded env is closed already
+        if not self._discarded:  # a discarded env is closed already (or by the thread of its hung call)
             self.env.close()
 
 
@@ -357,6 +390,46 @@ def _budgeted_env(env_id: str, budget: BudgetSpec | None, wrappers: tuple[Wrappe
     for wrap in wrappers:
         env = wrap(env)
     return env
+
+
+def call_with_deadline(call: Callable[[], Any], timeout_s: float, on_abandoned: Callable[[], None]) -> Any:
+    """``call()`` in a daemon thread; its result, or :class:`EnvTimeout` after ``timeout_s`` seconds.
+
+    A call past its deadline runs on (a thread cannot be stopped); when it returns, its thread calls
+    ``on_abandoned()`` (e.g. to close the env it was using).
+
+    >>> call_with_deadline(lambda: 2 + 2, 5.0, on_abandoned=lambda: None)
+    4
+    """
+    outcome: dict[str, Any] = {}
+    finished, lock = threading.Event(), threading.Lock()
+    abandoned = False
+
+    def run() -> None:
+        try:
+            outcome["result"] = call()
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = error
+        with lock:
+            finished.set()
+            late = abandoned
+        if late:
+            on_abandoned()
+
+    threading.Thread(target=run, name="env-call", daemon=True).start()
+    if not finished.wait(timeout_s):
+        with lock:
+            if not finished.is_set():
+                abandoned = True
+                raise EnvTimeout(f"the env call did not return within step_timeout_s={timeout_s:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _close_quietly(env: gym.Env) -> None:
+    with contextlib.suppress(Exception):  # a broken env's close must not hide its fault
+        env.close()
 
 
 def _one_line(error: BaseException) -> str:

@@ -10,6 +10,7 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
   budget spec; default: the id's), ``action_matching`` (``exact``, the default, or ``fuzzy``: see
   below), ``list_commands``, ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
   on top: a signal name, or a mapping of its arguments such as ``{signal: subgoal, coef: 0.1}``),
+  ``step_timeout_s`` (a deadline per env call: a hung env is a fault, see below),
   the ``TurnBudget`` options (``show_budget``, ``budget_template``, a curriculum's
   ``progress_unit``, ...) and the env's constructor arguments.  Any other key is refused with a
   one-line ``ValueError`` naming the known ones (a typo would otherwise be silently ignored by a
@@ -100,7 +101,8 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput  # n
 __all__ = ["SkyRLBudgetEnv", "register_skyrl_envs", "reset_shared_progress", "shared_progress"]
 
 #: ``env_config`` keys this adapter reads itself (the rest go to ``make_budget_env``).
-ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward"})
+ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward",
+                          "step_timeout_s"})
 
 _progress: dict[str, SharedProgress] = {}  # shared_progress's counters, by _progress_key
 _progress_lock = threading.Lock()  # guards the dict: SkyRL may init envs from an executor's threads
