@@ -121,7 +121,7 @@ def test_trl_a_failed_rollout_is_unscorable_and_the_group_plays_on(faults) -> No
 
 def test_verifiers_a_failed_rollout_is_an_infra_error_and_the_others_play_on(faults) -> None:
     vf = pytest.importorskip("verifiers", reason="needs the verifiers extra")
-    from scripted_clients import ScriptedClient
+    from tools.scripted_clients import ScriptedClient
 
     from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv
 

@@ -74,7 +74,7 @@ def test_trl_outcome_column_and_metrics() -> None:
 
 def test_verifiers_stop_condition_and_metrics_through_evaluate() -> None:
     pytest.importorskip("verifiers", reason="needs the verifiers extra")
-    from scripted_clients import ScriptedClient
+    from tools.scripted_clients import ScriptedClient
 
     from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv
 
