@@ -19,54 +19,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import random
-import re
+import sys
 import time
-from typing import Any
+from pathlib import Path
 
-import verifiers as vf
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout: tools/ is the checkout's
 
-import agentgym_budget  # noqa: F401  (registers the envs)
-from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv
-
-
-class RandomCommandClient(vf.Client):
-    """A stand-in model: after ``latency`` seconds, ``Action: <a random admissible command>``."""
-
-    def __init__(self, latency: float, seed: int = 0) -> None:
-        super().__init__(client_or_config=None)
-        self.latency, self.rng = latency, random.Random(seed)
-
-    async def get_response(self, prompt: vf.Messages, model: str, sampling_args: Any, tools: Any = None,
-                           **kwargs: Any) -> vf.Response:
-        await asyncio.sleep(self.latency)
-        last = prompt[-1]
-        text = last.get("content") if isinstance(last, dict) else last.content
-        listed = re.search(r"Admissible commands: (.*)", str(text))
-        command = self.rng.choice(listed.group(1).split(", ")) if listed else "look"
-        message = vf.ResponseMessage(content=f"Action: {command}", finish_reason="stop", is_truncated=False)
-        return vf.Response(id="stand-in", created=int(time.time()), model=model, message=message)
-
-    def setup_client(self, config: Any) -> None:
-        return None
-
-    async def to_native_tool(self, tool: Any) -> Any:
-        return tool
-
-    async def to_native_prompt(self, messages: vf.Messages) -> tuple[Any, dict]:
-        return messages, {}
-
-    async def get_native_response(self, *args: Any, **kwargs: Any) -> Any:
-        raise NotImplementedError
-
-    async def raise_from_native_response(self, response: Any) -> None:
-        return None
-
-    async def from_native_response(self, response: Any) -> vf.Response:
-        raise NotImplementedError
-
-    async def close(self) -> None:
-        return None
+import agentgym_budget  # noqa: E402,F401  (registers the envs)
+from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv  # noqa: E402
+from tools.scripted_clients import ScriptedClient, random_admissible  # noqa: E402
 
 
 async def timed_evaluate(env: BudgetMultiTurnEnv, latency: float, max_concurrent: int) -> dict[str, float]:
@@ -83,7 +44,7 @@ async def timed_evaluate(env: BudgetMultiTurnEnv, latency: float, max_concurrent
 
     beat = asyncio.create_task(heartbeat())
     start = time.perf_counter()
-    results = await env.evaluate(RandomCommandClient(latency), "stand-in", rollouts_per_example=1,
+    results = await env.evaluate(ScriptedClient(random_admissible(), latency), "stand-in", rollouts_per_example=1,
                                  max_concurrent=max_concurrent)
     wall = time.perf_counter() - start
     done.set()

@@ -1,8 +1,10 @@
-"""Small deterministic text envs for the integration tests (process reward, SB3, vector envs)."""
+"""Small deterministic text envs for the integration tests (process reward, SB3, vector envs), and a fault injector."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import gymnasium as gym
 
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv
 
@@ -58,3 +60,54 @@ class LineWorld(TextEnv):
         won = self.position >= self.length
         checkpoint = (f"checkpoint {self.position}",) if command == "forward" and self.position % 2 == 0 else ()
         return f"You stand on square {self.position}.", float(won), won, self._info(won=won, subgoals=checkpoint)
+
+
+class FaultyEnv(gym.Wrapper):
+    """Raises in ``step`` number ``turn`` (``reset`` when 0) of episodes reset with a seed in ``seeds``.
+
+    ``budget`` (class-wide) is how many raises are left across every instance (``None``: always raise).
+    ``made`` and ``closed`` count instances made and closed; a closed one refuses to play (raises).
+    """
+
+    seeds: set[int] = set()
+    turn = 1
+    budget: int | None = None
+    made = 0
+    closed = 0
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        FaultyEnv.made += 1
+        self._seed: int | None = None
+        self._turn = 0
+        self._closed = False
+
+    def _maybe_raise(self) -> None:
+        if self._closed:
+            raise RuntimeError("a closed env was played")
+        if self._seed in FaultyEnv.seeds and self._turn == FaultyEnv.turn and FaultyEnv.budget != 0:
+            if FaultyEnv.budget is not None:
+                FaultyEnv.budget -= 1
+            raise ConnectionError(f"backend lost at turn {self._turn}")
+
+    def reset(self, *, seed=None, options=None):
+        self._seed, self._turn = seed, 0
+        self._maybe_raise()
+        return self.env.reset(seed=seed, options=options)
+
+    def step(self, action):
+        self._turn += 1
+        self._maybe_raise()
+        return self.env.step(action)
+
+    def close(self):
+        FaultyEnv.closed += 1
+        self._closed = True
+        super().close()
+
+    @staticmethod
+    def isolated(monkeypatch) -> type[FaultyEnv]:
+        """``FaultyEnv`` with its class-wide settings at their defaults for one test (restored after it)."""
+        for name, value in (("seeds", set()), ("turn", 1), ("budget", None), ("made", 0), ("closed", 0)):
+            monkeypatch.setattr(FaultyEnv, name, value)
+        return FaultyEnv

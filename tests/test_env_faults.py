@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 
-import gymnasium as gym
 import numpy as np
 import pytest
 
@@ -14,40 +13,8 @@ from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
 from agentgym_budget.train import TrainConfig, Trainer, make_train_env
 from agentgym_budget.train import rollout
 from agentgym_budget.train.rollout import collect_episodes
-
-
-class FaultyEnv(gym.Wrapper):
-    """Raises in ``step`` number ``turn`` (``reset`` when 0) of episodes reset with a seed in ``seeds``.
-
-    ``budget`` (class-wide) is how many raises are left across every instance (``None``: always raise).
-    """
-
-    seeds: set[int] = set()
-    turn = 1
-    budget: int | None = None
-    made = 0
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        FaultyEnv.made += 1
-        self._seed: int | None = None
-        self._turn = 0
-
-    def _maybe_raise(self) -> None:
-        if self._seed in FaultyEnv.seeds and self._turn == FaultyEnv.turn and FaultyEnv.budget != 0:
-            if FaultyEnv.budget is not None:
-                FaultyEnv.budget -= 1
-            raise ConnectionError(f"backend lost at turn {self._turn}")
-
-    def reset(self, *, seed=None, options=None):
-        self._seed, self._turn = seed, 0
-        self._maybe_raise()
-        return self.env.reset(seed=seed, options=options)
-
-    def step(self, action):
-        self._turn += 1
-        self._maybe_raise()
-        return self.env.step(action)
+from agentgym_budget.train.sharding import LocalRolloutPool
+from scripted_envs import FaultyEnv
 
 
 @pytest.fixture
@@ -55,11 +22,7 @@ def faults(monkeypatch):
     """Every training env (the rollout pool's and the retries') under ``FaultyEnv``."""
     original = rollout.make_train_env
     monkeypatch.setattr(rollout, "make_train_env", lambda config: FaultyEnv(original(config)))
-    monkeypatch.setattr(FaultyEnv, "seeds", set())
-    monkeypatch.setattr(FaultyEnv, "turn", 1)
-    monkeypatch.setattr(FaultyEnv, "budget", None)
-    monkeypatch.setattr(FaultyEnv, "made", 0)
-    return FaultyEnv
+    return FaultyEnv.isolated(monkeypatch)
 
 
 CONFIG = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4, torch_threads=1)
@@ -125,3 +88,35 @@ def test_the_retry_draws_the_budget_the_first_attempt_drew(faults):
     with pytest.warns(RuntimeWarning, match="seed 9 raised at step 1"):
         episodes = collect_episodes(model, tokenizer, envs, seeds=[9, 9], config=config, sampling_seed=0)
     assert [(e.env_failures, e.budget, len(e.turns)) for e in episodes] == [(1, 2, 2), (0, 2, 2)]
+
+
+def test_the_env_that_raised_leaves_the_pool(faults):
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    made = [rollout.make_train_env(CONFIG) for _ in range(4)]
+    pool = list(made)
+    faults.seeds, faults.turn, faults.budget = {9}, 2, 1  # pool[2] raises once; the retry's env plays the episode
+    with pytest.warns(RuntimeWarning, match="seed 9 raised at step 2"):
+        collect_episodes(model, tokenizer, pool, seeds=[7, 7, 9, 9], config=CONFIG, sampling_seed=5)
+    assert [a is b for a, b in zip(pool, made)] == [True, True, False, True]
+    assert (faults.made, faults.closed) == (5, 1)  # the raising env closed; the retry's env kept in its place
+    faults.budget = None  # now seed 9 always raises: the retry's env is not kept either, another fresh one is
+    retry_env = pool[2]
+    with pytest.warns(RuntimeWarning, match="seed 9 raised at step 2"):
+        episodes = collect_episodes(model, tokenizer, pool, seeds=[7, 7, 9, 7], config=CONFIG, sampling_seed=5)
+    assert episodes[2].failed and pool[2] is not retry_env
+    assert (faults.made, faults.closed) == (7, 3)
+
+
+def test_a_pool_plays_later_shards_on_the_replacement(faults):
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    config = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4, torch_threads=1, group_size=2,
+                         tasks_per_update=2)
+    pool = LocalRolloutPool(config, model, tokenizer)
+    first = pool.envs[0]
+    faults.seeds, faults.turn, faults.budget = {9}, 1, 1
+    with pytest.warns(RuntimeWarning, match="seed 9 raised at step 1"):
+        episodes = pool.collect(model, seeds=[9, 9, 7, 7], sampling_seed=0, shards=2)  # shard 2 reuses envs[:2]
+    # shard 2 played on the replacement: the closed env that raised would refuse to play
+    assert [e.env_failures for e in episodes] == [1, 0, 0, 0] and not any(e.failed for e in episodes)
+    assert pool.envs[0] is not first
+    pool.close()

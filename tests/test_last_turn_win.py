@@ -46,7 +46,7 @@ def test_the_session_reports_it_as_terminated(seed: int) -> None:
         session.step(command)
     assert session.summary() | {"env_id": None} == {
         "env_id": None, "budget": 2, "turns": 2, "turns_left": 0, "terminated": True, "truncated": False,
-        "outcome": "terminated", "won": True, "return": 1.0}
+        "outcome": "terminated", "won": True, "return": 1.0, "failed": False, "env_failures": 0, "error": None}
     session.reset(seed=seed, budget=1)
     session.step(expert_commands(seed)[0])
     assert (session.terminated, session.truncated, session.outcome) == (False, True, "truncated")
@@ -74,7 +74,7 @@ def test_trl_outcome_column_and_metrics() -> None:
 
 def test_verifiers_stop_condition_and_metrics_through_evaluate() -> None:
     pytest.importorskip("verifiers", reason="needs the verifiers extra")
-    from scripted_clients import ScriptedClient
+    from tools.scripted_clients import ScriptedClient
 
     from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv
 

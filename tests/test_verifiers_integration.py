@@ -141,7 +141,7 @@ class SlowEnv(gym.Wrapper):
 
 async def evaluate_with_heartbeat(env: BudgetMultiTurnEnv, **kwargs: Any) -> tuple[dict, float, float]:
     """``env.evaluate(...)``'s results, its wall time and the longest the event loop was blocked."""
-    from scripted_clients import ScriptedClient
+    from tools.scripted_clients import ScriptedClient
 
     gaps: list[float] = []
     done = asyncio.Event()

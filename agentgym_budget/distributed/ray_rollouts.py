@@ -64,7 +64,9 @@ class RolloutWorker:
             self.envs.append(make_train_env(self.config))
         envs = self.envs[:len(seeds)]
         set_budget_progress(envs, episodes_done, env_steps_done)
-        return collect_episodes(self.model, self.tokenizer, envs, seeds, self.config, sampling_seed=sampling_seed)
+        episodes = collect_episodes(self.model, self.tokenizer, envs, seeds, self.config, sampling_seed=sampling_seed)
+        self.envs[:len(seeds)] = envs  # an env that raised comes back replaced (collect_episodes' fault policy)
+        return episodes
 
 
 class RayRolloutPool:

@@ -24,10 +24,12 @@ refuses (a budget that is no positive integer, an unknown task) is :class:`Inval
 meets a fresh env, so the message points to the WebSocket session).  OpenEnv registers
 ``GET /state`` with its base ``State`` as the response model, which drops a subclass's fields;
 :func:`make_openenv_app` registers it again for :class:`BudgetState`, so the budget fields are
-served.  **Fault policy:** an env that raises in ``reset`` or ``step`` loses its episode, not its
-session: the session's env is replaced by a fresh one and the error is reported as
-:class:`EnvFault` (HTTP 500 with the message); the client's next ``reset`` plays on (the
-episode's retry is the client's, which holds the episode's seed).
+served.  **Fault policy:** an env that raises in ``reset`` or ``step`` costs at most its episode,
+never the session: the session's fault policy (:mod:`~agentgym_budget.integrations.session`)
+replays the episode once in a fresh env (a one-off fault costs nothing; the observation's
+``env_failures`` counts it); if that fails too, the episode is lost and reported as
+:class:`EnvFault` (HTTP 500 with the message, an error answer over the WebSocket); the raising
+env is closed and the client's next ``reset`` plays on in a fresh one.
 
 Example:
     >>> from agentgym_budget.integrations.openenv_env import BudgetEnvClient, TextAction, serve
@@ -52,7 +54,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.integrations.session import BudgetSession, EpisodeOver, Wrapper
+from agentgym_budget.integrations.session import ARGUMENT_ERRORS, BudgetSession, EpisodeOver, Wrapper
 from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
@@ -101,6 +103,7 @@ class TextObservation(Observation):
     terminated: bool = Field(default=False, description="the env ended the episode (won or lost)")
     truncated: bool = Field(default=False, description="the turn budget ended the episode")
     info: dict[str, Any] = Field(default_factory=dict, description="the JSON-safe public info")
+    env_failures: int = Field(default=0, description="times the env raised this episode (replayed in a fresh env)")
 
 
 class BudgetState(State):
@@ -124,8 +127,7 @@ class BudgetEnvironment(Environment[TextAction, TextObservation, BudgetState]):
     def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
                  **env_kwargs: Any) -> None:
         super().__init__()
-        self._make_session = functools.partial(BudgetSession, env_id, budget, wrappers=tuple(wrappers), **env_kwargs)
-        self.session = self._make_session()
+        self.session = BudgetSession(env_id, budget, wrappers=wrappers, **env_kwargs)
         self._episode_id: str | None = None
 
     def reset(self, seed: int | None = None, episode_id: str | None = None, budget: int | None = None,
@@ -135,29 +137,21 @@ class BudgetEnvironment(Environment[TextAction, TextObservation, BudgetState]):
         budget, progress = _checked_budget(budget), _checked_progress(progress)
         try:
             self.session.reset(seed=seed, budget=budget, options=kwargs or None, progress=progress)
-        except (ValueError, TypeError, KeyError) as error:  # the env refuses an option (an unknown task, ...)
+        except ARGUMENT_ERRORS as error:  # the env refuses an option (an unknown task, ...)
             raise InvalidRequest(f"reset refused: {_one_line(error)}") from None
-        except Exception as error:  # noqa: BLE001 - any other raise is the env's fault, see the fault policy
-            raise self._fault("reset", error) from error
         self._episode_id = episode_id or uuid.uuid4().hex
-        return self._observation()
+        return self._checked_observation()
 
     def step(self, action: TextAction, timeout_s: float | None = None, **kwargs: Any) -> TextObservation:
-        try:
-            self.session.step(action.command)
-        except EpisodeOver:
-            raise
-        except Exception as error:  # noqa: BLE001 - the env's fault, see the fault policy
-            raise self._fault(f"step {self.session.turn + 1}", error) from error
-        return self._observation()
+        self.session.step(action.command)
+        return self._checked_observation()
 
-    def _fault(self, where: str, error: Exception) -> EnvFault:
-        """Replace the session's env by a fresh one (the raising one may be broken); the error to report."""
-        broken, self.session = self.session, self._make_session()
-        with contextlib.suppress(Exception):  # closing a broken env must not hide its fault
-            broken.close()
-        return EnvFault(f"the env raised at {where}: {type(error).__name__}: {_one_line(error)}; this episode is "
-                        f"lost, the session has a fresh env: reset to play on")
+    def _checked_observation(self) -> TextObservation:
+        """The observation, or :class:`EnvFault` if the env failed the episode (OpenEnv's error answer)."""
+        if self.session.failed:
+            raise EnvFault(f"the env failed: {self.session.error}, and again in a fresh env; this episode is lost, "
+                           f"the session has a fresh env: reset to play on")
+        return self._observation()
 
     @property
     def state(self) -> BudgetState:
@@ -172,7 +166,7 @@ class BudgetEnvironment(Environment[TextAction, TextObservation, BudgetState]):
         return TextObservation(
             text=s.observation, task=str(s.info.get("task", "")), admissible_commands=s.admissible_commands,
             budget=s.budget, turn=s.turn, turns_left=s.turns_left, won=s.won, terminated=s.terminated,
-            truncated=s.truncated, done=s.done, reward=s.reward, info=s.public_info(),
+            truncated=s.truncated, done=s.done, reward=s.reward, info=s.public_info(), env_failures=s.env_failures,
         )
 
 

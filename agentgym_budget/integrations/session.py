@@ -15,6 +15,29 @@ spends the budget (a win on the last turn) comes from ``TurnBudget`` with both f
 Gymnasium's ``TimeLimit`` does; the libraries report a single outcome, and that episode was
 won, not cut short, so the session reports it as terminated.
 
+**Fault policy** (one for every adapter).  An env that raises in ``reset`` or ``step`` costs at
+most its episode, never the caller's loop.  The raising env is discarded (closed, best effort)
+and the episode is played again once in a freshly made env: the same reset seed, options,
+budget and curriculum progress, then the commands played so far, each checked to give the same
+observation as before (our envs are deterministic given the seed), then the command that met the
+fault.  A one-off fault so leaves the episode as it would have been.  If the fresh env raises too
+(or the replay does not reproduce the episode), the episode ends as *failed*: ``done``,
+``outcome == "failed"``, ``error`` names the fault in one line, and the next ``reset`` plays on
+in another fresh env.  ``env_failures`` counts the raises of the current episode (0, 1 or 2) and
+each is warned about (``RuntimeWarning``).  How a failed episode is reported is each library's
+(TRL: an unscorable ``None`` reward; verifiers: ``state["error"]``; SkyRL: ``done`` with
+``metadata["env_failure"]``; OpenEnv: an error answer).  A reset the env refuses for its
+arguments (``ValueError``, ``TypeError``, ``KeyError``: an unknown task, a bad budget) is the
+caller's error, not a fault: it is raised as is.
+
+**A hanging env** (``step_timeout_s``, off by default): each ``reset``/``step`` of the env then
+runs in a daemon thread, and one that has not returned within the deadline is a fault like a
+raise (:class:`EnvTimeout`): the episode is replayed in a fresh env under the same deadline.
+Python cannot stop a thread, so the abandoned call runs on in its thread, holding the abandoned
+env; that thread closes the env when (if ever) the call returns, and being a daemon it never
+keeps the process from exiting.  A hung engine therefore costs a thread and its env's memory
+until it returns; a deadline a few times the slowest normal step keeps that rare.
+
 The budget itself stays :class:`~agentgym_budget.wrappers.TurnBudget`'s: drawn at ``reset``
 from its seeded RNG, forced with ``reset(budget=T)``, shown in the observation with
 ``show_budget=True``, reported in ``info`` (``budget``, ``turn``, ``turns_left``).
@@ -38,22 +61,43 @@ Example:
     >>> _ = session.step("take key"); _ = session.step("open red door")
     >>> session.won, session.terminated, session.truncated, session.outcome
     (True, True, False, 'terminated')
+
+    An env whose backend fails for good costs its episode (a wrapper that raises at every step):
+
+    >>> import gymnasium as gym, warnings
+    >>> class Broken(gym.Wrapper):
+    ...     def step(self, action):
+    ...         raise ConnectionError("backend lost")
+    >>> session = BudgetSession("KeyDoor-Budget-v0", budget=3, wrappers=[Broken])
+    >>> _ = session.reset(seed=0)
+    >>> with warnings.catch_warnings():
+    ...     warnings.simplefilter("ignore")
+    ...     _ = session.step("take key")
+    >>> session.done, session.outcome, session.env_failures, session.error
+    (True, 'failed', 2, 'ConnectionError: backend lost (at step 1)')
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import threading
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import gymnasium as gym
 
 from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import TurnBudget, find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
-__all__ = ["BudgetSession", "EpisodeOver", "SharedProgress", "Wrapper", "end_text", "format_turn", "json_safe"]
+__all__ = [
+    "ARGUMENT_ERRORS", "BudgetSession", "EnvTimeout", "EpisodeOver", "ReplayDiverged", "SharedProgress", "Wrapper",
+    "call_with_deadline", "end_text", "format_turn", "json_safe",
+]
 
 #: Something that wraps an env (e.g. ``lambda env: ProcessReward(env, "subgoal", 0.1)``).
 Wrapper = Callable[[gym.Env], gym.Env]
@@ -65,8 +109,20 @@ PUBLIC_INFO_KEYS: tuple[str, ...] = (
 )
 
 
+#: What a reset raises when the env refuses its arguments: the caller's error, not an env fault.
+ARGUMENT_ERRORS: tuple[type[Exception], ...] = (ValueError, TypeError, KeyError)
+
+
 class EpisodeOver(RuntimeError):
-    """A step after the episode ended (terminated or truncated); call ``reset`` first."""
+    """A step after the episode ended (terminated, truncated or failed); call ``reset`` first."""
+
+
+class EnvTimeout(TimeoutError):
+    """An env call ran past the session's ``step_timeout_s`` (a fault: see the module docstring)."""
+
+
+class ReplayDiverged(RuntimeError):
+    """The fresh env did not reproduce the episode's observations: it cannot take the episode over."""
 
 
 class SharedProgress:
@@ -110,39 +166,55 @@ class BudgetSession:
         wrappers: applied in order on top of the budgeted env (e.g. ``ProcessReward``).
         shared_progress: count curriculum progress across sessions (:class:`SharedProgress`)
             instead of per env; a ``progress`` given to :meth:`reset` still wins.
+        step_timeout_s: a deadline for each env ``reset``/``step`` (seconds; ``None``: none); a call past it
+            is a fault (:class:`EnvTimeout`, see the module docstring's hanging env).
         env_kwargs: passed to :func:`make_budget_env` (``show_budget=True``, env options, ...).
     """
 
     def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, wrappers: Iterable[Wrapper] = (),
-                 shared_progress: SharedProgress | None = None, **env_kwargs: Any) -> None:
-        env: gym.Env = make_budget_env(env_id, budget, **env_kwargs)
-        for wrap in wrappers:
-            env = wrap(env)
-        self.env = env
+                 shared_progress: SharedProgress | None = None, step_timeout_s: float | None = None,
+                 **env_kwargs: Any) -> None:
+        if step_timeout_s is not None and not step_timeout_s > 0:
+            raise ValueError(f"step_timeout_s must be a positive number of seconds or None, got {step_timeout_s!r}")
+        self.step_timeout_s = step_timeout_s
         self.env_id = env_id
-        found = find_turn_budget(env)
-        if found is None:  # a wrapper that hides the chain: the budget could not be reported
-            raise ValueError(f"the wrappers of {env_id!r} hide its TurnBudget (keep gym.Wrapper chains)")
-        self.turn_budget: TurnBudget = found
+        self._make_env = functools.partial(_budgeted_env, env_id, budget, tuple(wrappers), env_kwargs)
+        self._install(self._make_env())
         self.shared_progress = shared_progress
         self.observation: str = ""
         self.info: dict[str, Any] = {}
         self.reward: float = 0.0  # the last step's reward
         self.total_reward: float = 0.0
-        self.terminated = self.truncated = False
+        self.terminated = self.truncated = self.failed = False
         self.started = False
+        self.env_failures = 0  # the env's raises during this episode (see the fault policy)
+        self.error: str | None = None  # why the episode failed, one line
+        # what replays the episode in a fresh env: reset seed, options, progress; commands; observations seen
+        self._seed: int | None = None
+        self._options: dict[str, Any] = {}
+        self._start_progress = 0.0
+        self._actions: list[Any] = []
+        self._observations: list[Any] = []
+        self._discarded = False  # the env raised and was closed: the next use makes a fresh one
 
     # -- state -----------------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        """The episode has ended: the env terminated it or the budget truncated it."""
-        return self.terminated or self.truncated
+        """The episode has ended: the env terminated it, the budget truncated it or the env failed."""
+        return self.terminated or self.truncated or self.failed
 
     @property
     def outcome(self) -> str:
-        """``"running"``, ``"terminated"`` (won or lost, also on the budget's last turn) or
-        ``"truncated"`` (the budget ran out first)."""
+        """``"running"``, ``"terminated"`` (won or lost, also on the budget's last turn),
+        ``"truncated"`` (the budget ran out first) or ``"failed"`` (the env raised, see the fault policy)."""
+        if self.failed:
+            return "failed"
         return "terminated" if self.terminated else "truncated" if self.truncated else "running"
+
+    @property
+    def seed(self) -> int | None:
+        """The current episode's reset seed."""
+        return self._seed
 
     @property
     def budget(self) -> int:
@@ -177,14 +249,28 @@ class BudgetSession:
         if progress is None and self.shared_progress is not None:
             progress = self.shared_progress.claim(1.0 if self.turn_budget.core.counts_episodes else 0.0)
         if progress is not None:
-            self.turn_budget.set_progress(float(progress))
-        env_options = dict(options or {})
+            self.turn_budget.set_progress(float(progress))  # carried over to a fresh env, see _ensure_env
+        self._seed, self._options = seed, dict(options or {})
         if budget is not None:
-            env_options["budget"] = int(budget)
-        self.observation, self.info = self.env.reset(seed=seed, options=env_options or None)
+            self._options["budget"] = int(budget)
+        self._start_progress = self.turn_budget.progress
+        self._actions, self._observations = [], []
+        self.observation, self.info = "", {}
         self.reward = self.total_reward = 0.0
-        self.terminated = self.truncated = False
-        self.started = True
+        self.terminated = self.truncated = self.failed = False
+        self.env_failures, self.error, self.started = 0, None, True
+        try:
+            self._ensure_env()
+            result = self._call(self.env.reset, seed=seed, options=self._options or None)
+        except ARGUMENT_ERRORS:
+            raise
+        except Exception as error:  # noqa: BLE001 - any other raise is the env's fault, see the fault policy
+            result = self._recover(error, "reset")
+        if result is not None:
+            self.observation, self.info = result
+            self._observations.append(self.observation)
+            # a replay must play under the budget this reset drew, even without a seed
+            self._options["budget"] = self.budget
         return self.observation
 
     def step(self, action: str) -> str:
@@ -193,7 +279,20 @@ class BudgetSession:
             raise EpisodeOver("the episode has not started: call reset first")
         if self.done:
             raise EpisodeOver(f"the episode is over ({self.outcome}); call reset for a new one")
-        self.observation, reward, terminated, truncated, self.info = self.env.step(action)
+        self._actions.append(action)
+        try:
+            result = self._call(self.env.step, action)
+        except Exception as error:  # noqa: BLE001 - the env's fault, see the fault policy
+            result = self._recover(error, f"step {len(self._actions)}")
+        if result is None:  # failed
+            self.reward = 0.0
+            return self.observation
+        self._observations.append(result[0])
+        self._take_step(result)
+        return self.observation
+
+    def _take_step(self, result: tuple[Any, Any, bool, bool, dict[str, Any]]) -> None:
+        self.observation, reward, terminated, truncated, self.info = result
         self.reward = float(reward)
         self.total_reward += self.reward
         # A step can both end the episode and spend the budget (Gymnasium's TimeLimit convention:
@@ -202,7 +301,70 @@ class BudgetSession:
         self.truncated = bool(truncated) and not self.terminated
         if self.shared_progress is not None and self.turn_budget.core.counts_steps:
             self.shared_progress.claim(1.0)
-        return self.observation
+
+    # -- the fault policy (module docstring) ---------------------------------------------------------
+    def _recover(self, error: Exception, where: str) -> Any:
+        """The env raised at ``where``: replay the episode once in a fresh env; its result, or ``None`` if failed."""
+        self._count_fault(error, where)
+        self._discard_env()
+        try:
+            self._ensure_env()
+            return self._replay()
+        except ReplayDiverged as diverged:
+            failure: Exception = diverged
+        except Exception as again:  # noqa: BLE001 - the fresh env's fault too
+            self._count_fault(again, f"{where} (replayed in a fresh env)")
+            failure = again
+        self._discard_env()
+        self.failed, self.error = True, f"{_one_line(failure)} (at {where})"
+        return None
+
+    def _replay(self) -> Any:
+        """Reset the (fresh) env as this episode was, play its commands; the last call's result."""
+        self.turn_budget.set_progress(self._start_progress)
+        result = self._call(self.env.reset, seed=self._seed, options=self._options or None)
+        for action, seen in zip(self._actions, self._observations):
+            if result[0] != seen:
+                raise ReplayDiverged(f"a fresh env did not reproduce the episode (seed {self._seed}): "
+                                     f"the game is not deterministic given its seed")
+            result = self._call(self.env.step, action)
+        return result
+
+    def _count_fault(self, error: Exception, where: str) -> None:
+        self.env_failures += 1
+        warnings.warn(f"{self.env_id} (seed {self.seed}) raised at {where}: {_one_line(error)}",
+                      RuntimeWarning, stacklevel=4)
+
+    def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """``method(*args, **kwargs)`` of the env, within ``step_timeout_s`` when one is set."""
+        if self.step_timeout_s is None:
+            return method(*args, **kwargs)
+        env = self.env
+        try:
+            return call_with_deadline(functools.partial(method, *args, **kwargs), self.step_timeout_s,
+                                      on_abandoned=functools.partial(_close_quietly, env))
+        except EnvTimeout:
+            self._abandoned = True  # its thread closes it once the call returns: not ours to close now
+            raise
+
+    def _discard_env(self) -> None:
+        """Close the env that raised (best effort: a broken env's close must not hide its fault)."""
+        if not self._abandoned:
+            _close_quietly(self.env)
+        self._discarded = True
+
+    def _ensure_env(self) -> None:
+        """A fresh env in place of a discarded one, at the curriculum progress the old one had."""
+        if self._discarded:
+            progress = self.turn_budget.progress
+            self._install(self._make_env())
+            self.turn_budget.set_progress(progress)
+
+    def _install(self, env: gym.Env) -> None:
+        found = find_turn_budget(env)
+        if found is None:  # a wrapper that hides the chain: the budget could not be reported
+            raise ValueError(f"the wrappers of {self.env_id!r} hide its TurnBudget (keep gym.Wrapper chains)")
+        self.env, self.turn_budget, self._discarded, self._abandoned = env, found, False, False
 
     def public_info(self) -> dict[str, Any]:
         """The JSON-safe part of ``info`` every adapter passes on (:data:`PUBLIC_INFO_KEYS`)."""
@@ -213,11 +375,65 @@ class BudgetSession:
         return {
             "env_id": self.env_id, "budget": self.budget, "turns": self.turn, "turns_left": self.turns_left,
             "terminated": self.terminated, "truncated": self.truncated, "outcome": self.outcome,
-            "won": self.won, "return": self.total_reward,
+            "won": self.won, "return": self.total_reward, "failed": self.failed,
+            "env_failures": self.env_failures, "error": self.error,
         }
 
     def close(self) -> None:
-        self.env.close()
+        if not self._discarded:  # a discarded env is closed already (or by the thread of its hung call)
+            self.env.close()
+
+
+def _budgeted_env(env_id: str, budget: BudgetSpec | None, wrappers: tuple[Wrapper, ...],
+                  env_kwargs: Mapping[str, Any]) -> gym.Env:
+    env: gym.Env = make_budget_env(env_id, budget, **env_kwargs)
+    for wrap in wrappers:
+        env = wrap(env)
+    return env
+
+
+def call_with_deadline(call: Callable[[], Any], timeout_s: float, on_abandoned: Callable[[], None]) -> Any:
+    """``call()`` in a daemon thread; its result, or :class:`EnvTimeout` after ``timeout_s`` seconds.
+
+    A call past its deadline runs on (a thread cannot be stopped); when it returns, its thread calls
+    ``on_abandoned()`` (e.g. to close the env it was using).
+
+    >>> call_with_deadline(lambda: 2 + 2, 5.0, on_abandoned=lambda: None)
+    4
+    """
+    outcome: dict[str, Any] = {}
+    finished, lock = threading.Event(), threading.Lock()
+    abandoned = False
+
+    def run() -> None:
+        try:
+            outcome["result"] = call()
+        except BaseException as error:  # noqa: BLE001 - handed to the caller's thread
+            outcome["error"] = error
+        with lock:
+            finished.set()
+            late = abandoned
+        if late:
+            on_abandoned()
+
+    threading.Thread(target=run, name="env-call", daemon=True).start()
+    if not finished.wait(timeout_s):
+        with lock:
+            if not finished.is_set():
+                abandoned = True
+                raise EnvTimeout(f"the env call did not return within step_timeout_s={timeout_s:g} s")
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["result"]
+
+
+def _close_quietly(env: gym.Env) -> None:
+    with contextlib.suppress(Exception):  # a broken env's close must not hide its fault
+        env.close()
+
+
+def _one_line(error: BaseException) -> str:
+    return f"{type(error).__name__}: {printable_line(error, limit=300)}"
 
 
 def format_turn(session: BudgetSession, list_commands: bool = True) -> str:
@@ -251,6 +467,8 @@ def end_text(session: BudgetSession) -> str:
     >>> end_text(session)
     'The episode is over: the turn budget is spent.'
     """
+    if session.failed:
+        return f"The episode is over: the game's environment failed ({session.error}); this episode does not count."
     if session.terminated:
         return f"The episode is over: the task was {'completed' if session.won else 'failed'}."
     if session.truncated:

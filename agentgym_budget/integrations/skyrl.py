@@ -10,6 +10,7 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
   budget spec; default: the id's), ``action_matching`` (``exact``, the default, or ``fuzzy``: see
   below), ``list_commands``, ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
   on top: a signal name, or a mapping of its arguments such as ``{signal: subgoal, coef: 0.1}``),
+  ``step_timeout_s`` (a deadline per env call: a hung env is a fault, see below),
   the ``TurnBudget`` options (``show_budget``, ``budget_template``, a curriculum's
   ``progress_unit``, ...) and the env's constructor arguments.  Any other key is refused with a
   one-line ``ValueError`` naming the known ones (a typo would otherwise be silently ignored by a
@@ -36,11 +37,16 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
 * ``done`` is ``terminated or truncated``: SkyRL's step output has one flag, so
   ``metadata["terminated"]`` / ``metadata["truncated"]`` tell which (with ``budget``, ``turn``,
   ``turns_left``, ``won``, the parsed ``command``); ``get_metrics()`` reports the episode.
-* **An env that raises** (in ``init`` or ``step``) is closed and its exception re-raised, with a
-  note naming the env, seed and turn: the trajectory is SkyRL's, and only its generator can
-  drop it (``generator.skip_failed_rollouts``, proposed in SkyRL #1613, masks a failed
-  trajectory's loss).  Turning the error into a finished episode with reward 0 would put an
-  infrastructure fault into the group's advantages as a lost game.
+* **An env that raises** (in ``init`` or ``step``) costs its trajectory, never the training
+  step: SkyRL's generator gathers a step's rollouts with ``asyncio.gather``, so an exception out
+  of one env would abort them all (SkyRL #1613).  The session's fault policy
+  (:mod:`~agentgym_budget.integrations.session`) replays the episode once in a fresh env (a
+  one-off fault costs nothing); if that fails too the trajectory ends: ``done`` with reward 0,
+  ``metadata["env_failure"]`` the one-line error, and ``get_metrics()`` reports ``failed`` = 1
+  and ``env_failures`` (the env's raises, averaged by SkyRL into a rate).  SkyRL 0.4 cannot mask
+  one trajectory's loss, so its 0 counts in its group's baseline like a lost game: watch
+  ``failed``; a generator that skips failed rollouts (``skip_failed_rollouts``, proposed in
+  SkyRL #1613) would be the better home for it.
 
 Example:
     >>> import skyrl_gym
@@ -72,18 +78,17 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import threading
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import gymnasium as gym
 
 from agentgym_budget._optional import require
 from agentgym_budget.envs.registration import FAMILIES
-from agentgym_budget.integrations.session import BudgetSession, EpisodeOver, SharedProgress, Wrapper, format_turn
+from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn
 from agentgym_budget.policies.prompting import check_matching, parse_action
 from agentgym_budget.wrappers import ProcessReward
 from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
@@ -96,7 +101,8 @@ from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput  # n
 __all__ = ["SkyRLBudgetEnv", "register_skyrl_envs", "reset_shared_progress", "shared_progress"]
 
 #: ``env_config`` keys this adapter reads itself (the rest go to ``make_budget_env``).
-ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward"})
+ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward",
+                          "step_timeout_s"})
 
 _progress: dict[str, SharedProgress] = {}  # shared_progress's counters, by _progress_key
 _progress_lock = threading.Lock()  # guards the dict: SkyRL may init envs from an executor's threads
@@ -142,18 +148,17 @@ class SkyRLBudgetEnv(BaseTextEnv):
         options = self.extras.get("options")
         progress = self.extras.get("progress")  # SkyRL passes none: the shared counter (module docstring)
         self.turns = 0
-        with self._closed_on_fault("init"):
-            self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
-                               progress=progress)
+        self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
+                           progress=progress)
         first = {"role": "user", "content": format_turn(self.session, self.list_commands)}
         return [*prompt, first], self._metadata()
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """Play the command in ``action`` (the model's reply); the next observation, reward, done."""
         command = parse_action(action, self.session.admissible_commands, matching=self.action_matching)
-        with self._closed_on_fault(f"step {self.turns + 1}"):
+        if not self.session.failed:  # failed at init: the trajectory ends at its first step, nothing is played
             self.session.step(command)
-        self.turns += 1
+            self.turns += 1
         done = self.session.done
         observations = [] if done else [{"role": "user", "content": format_turn(self.session, self.list_commands)}]
         return BaseTextEnvStepOutput(observations=observations, reward=self.session.reward, done=done,
@@ -162,28 +167,18 @@ class SkyRLBudgetEnv(BaseTextEnv):
     def get_metrics(self) -> dict[str, Any]:
         """The episode, numeric (SkyRL averages these over episodes): budget, turns, won, return, how it ended."""
         s = self.session.summary()
-        return {k: float(s[k]) for k in ("budget", "turns", "won", "terminated", "truncated", "return")}
+        return {k: float(s[k]) for k in ("budget", "turns", "won", "terminated", "truncated", "return", "failed",
+                                         "env_failures")}
 
     def close(self) -> None:
         self.session.close()
 
-    @contextlib.contextmanager
-    def _closed_on_fault(self, where: str) -> Iterator[None]:
-        """Close the env if the body raises (SkyRL may never call ``close`` after an error) and say where."""
-        try:
-            yield
-        except EpisodeOver:
-            raise
-        except Exception as error:
-            with contextlib.suppress(Exception):  # a broken env's close must not hide its fault
-                self.session.close()
-            error.add_note(f"{self.session.env_id} (seed {self.extras.get('seed')}) raised at {where}; the env "
-                           f"is closed and this trajectory is lost")
-            raise
-
     def _metadata(self) -> dict[str, Any]:
-        return {**self.session.public_info(), "terminated": self.session.terminated,
-                "truncated": self.session.truncated}
+        metadata = {**self.session.public_info(), "terminated": self.session.terminated,
+                    "truncated": self.session.truncated, "env_failures": self.session.env_failures}
+        if self.session.failed:
+            metadata["env_failure"] = self.session.error
+        return metadata
 
 
 def register_skyrl_envs(env_ids: Iterable[str] | None = None) -> list[str]:

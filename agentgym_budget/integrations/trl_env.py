@@ -36,6 +36,14 @@ What TRL's API cannot express, and what this adapter does instead:
   ``truncated``: the budget ran out first; ``running`` when TRL stopped first: the model
   stopped calling ``act`` or hit ``max_completion_length``).  Set ``max_tool_calling_iterations``
   at least to the largest budget.
+* An env that raises.  TRL would answer the tool call with the error and let the model call the
+  broken env again.  The session's fault policy
+  (:mod:`~agentgym_budget.integrations.session`) replays the episode once in a fresh env; if
+  that fails too the episode ends: ``reset``/``act`` answer "The episode is over: the game's
+  environment failed (...)", the ``outcome`` column says ``failed``, and :func:`episode_reward`
+  returns ``None`` for it — TRL's "unscorable" reward, left out of its group's baseline and
+  given zero advantage, so the other rollouts of the step train as usual.  Metrics:
+  ``episode/env_failures`` (the env's raises in the batch), ``episode/failed``.
 * Per-turn rewards.  GRPO scores a whole rollout: the reward is the episode's return.
 * Action masks.  A tool takes a free-form string; the admissible commands are listed in the
   observation text (``list_commands=True``) and anything else is answered in-game.
@@ -121,16 +129,19 @@ def environment_factory(env_id: str, budget: BudgetSpec | None = None, *, wrappe
 
 
 def episode_reward(environments: Sequence[BudgetToolEnv], log_extra: Callable[[str, list], None] | None = None,
-                   log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float]:
-    """A TRL reward function: each rollout's episode return; logs the budget and how each episode ended."""
+                   log_metric: Callable[[str, float], None] | None = None, **_: Any) -> list[float | None]:
+    """A TRL reward function: each rollout's episode return (``None`` for a failed one); logs the budget, how
+    each episode ended and the env's faults."""
     summaries = [env.session.summary() for env in environments]
     if log_extra is not None:
-        for column in ("budget", "turns", "outcome", "won"):
+        for column in ("budget", "turns", "outcome", "won", "env_failures"):
             log_extra(column, [s[column] for s in summaries])
     if log_metric is not None and summaries:
-        for name in ("budget", "turns", "won", "terminated", "truncated"):
+        for name in ("budget", "turns", "won", "terminated", "truncated", "failed"):
             log_metric(f"episode/{name}", sum(float(s[name]) for s in summaries) / len(summaries))
-    return [float(s["return"]) for s in summaries]
+        log_metric("episode/env_failures", float(sum(s["env_failures"] for s in summaries)))
+    # a failed episode is unscorable (None): TRL leaves it out of its group's baseline, gives it zero advantage
+    return [None if s["failed"] else float(s["return"]) for s in summaries]
 
 
 def chatml_tool_tokenizer(tokenizer: Any, model: Any = None) -> Any:

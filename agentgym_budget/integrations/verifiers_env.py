@@ -21,6 +21,11 @@
   ``env_terminated`` / ``terminated``; ``budget_truncated`` means the budget ran out first.
 * the env runs off the event loop (``asyncio.to_thread``, as verifiers' own TextArena env
   does): a real engine's seconds-long reset or step never stalls the other rollouts;
+* an env that raises costs its rollout only: the session's fault policy
+  (:mod:`~agentgym_budget.integrations.session`) replays the episode once in a fresh env; if that
+  fails too the rollout ends with verifiers' own error field, ``state["error"]`` a
+  ``vf.InfraError`` (stop condition ``has_error``, the output's ``error``), reward 0 and metrics
+  ``failed`` = 1, ``env_failures`` (the env's raises); the other rollouts play on;
 * curriculum budgets progress across rollouts: every episode is a fresh env, so the rollouts
   share one :class:`~agentgym_budget.integrations.session.SharedProgress` (their count of
   episodes, or steps); a row's ``info["progress"]`` (a trainer's global progress) still wins.
@@ -52,7 +57,7 @@ datasets = require("datasets", "verifiers", _WHAT)
 
 __all__ = ["BudgetMultiTurnEnv", "StrictServerClient"]
 
-_METRICS = ("budget", "turns", "won", "terminated", "truncated")
+_METRICS = ("budget", "turns", "won", "terminated", "truncated", "failed", "env_failures")
 #: ``vf.MultiTurnEnv`` arguments the adapter sets itself, and what to pass instead.
 _OWN_ARGUMENTS = {
     "dataset": "its rows are episode seeds: pass num_examples= and first_seed=",
@@ -105,6 +110,7 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
             prompt = prompt[:-1]  # the dataset's empty question: the observation is the question
         state["prompt"] = [*prompt, vf.UserMessage(content=format_turn(session, self.list_commands))]
         state["episode"] = session.summary()
+        _raise_if_failed(session)
         return state
 
     async def env_response(self, messages: vf.Messages, state: vf.State, **kwargs: Any) -> vf.Messages:
@@ -113,6 +119,7 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         command = parse_action(reply, session.admissible_commands, matching=self.action_matching)
         await asyncio.to_thread(session.step, command)
         state["episode"] = session.summary()
+        _raise_if_failed(session)
         response = [vf.UserMessage(content=format_turn(session, self.list_commands))]
         if session.done:
             state["final_env_response"] = response
@@ -159,8 +166,15 @@ class StrictServerClient(vf.OpenAIChatCompletionsClient):
 
 
 async def episode_return(state: vf.State, **_: Any) -> float:
-    """The episode's return: the env's reward (won → 1) plus any process reward."""
-    return float(state.get("episode", {}).get("return", 0.0))
+    """The episode's return: the env's reward (won → 1) plus any process reward; 0 for a failed episode."""
+    episode = state.get("episode", {})
+    return 0.0 if episode.get("failed") else float(episode.get("return", 0.0))
+
+
+def _raise_if_failed(session: BudgetSession) -> None:
+    """verifiers' way to end a rollout on an infrastructure fault: a ``vf.InfraError`` (into ``state["error"]``)."""
+    if session.failed:
+        raise vf.InfraError(f"{session.env_id} (seed {session.seed}) failed: {session.error}")
 
 
 def _refuse_own_arguments(vf_kwargs: Mapping[str, Any]) -> None:

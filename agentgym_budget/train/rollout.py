@@ -18,8 +18,10 @@ collection: the episode is played again from the start in a freshly made env wit
 reset seed, curriculum progress and sampling seed (so a one-off fault leaves the episode as it
 would have been); if that env raises too, the episode comes back ``failed`` (no turns), and the
 trainer gives its whole group zero advantage (:func:`~agentgym_budget.train.grpo.drop_failed_groups`)
-so that the ``B*G`` layout of the groups never shifts.  ``Episode.env_failures`` counts the
-raises (the trainer logs their sum as ``env_failures``).  Only the env's own calls are guarded:
+so that the ``B*G`` layout of the groups never shifts.  An env that raised is not played
+again: it is closed (best effort) and replaced in the caller's ``envs`` — the rollout pool kept
+across updates — by the env that played the retry, or by another fresh one if that raised too.
+``Episode.env_failures`` counts the raises (the trainer logs their sum as ``env_failures``).  Only the env's own calls are guarded:
 an error of the policy or the model still stops the run.
 
 Example:
@@ -35,7 +37,7 @@ Example:
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -122,7 +124,7 @@ def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature
 def collect_episodes(
     model: Any,
     tokenizer: Any,
-    envs: Sequence[gym.Env],
+    envs: MutableSequence[gym.Env],
     seeds: Sequence[int],
     config: TrainConfig,
     sampling_seed: int,
@@ -132,7 +134,8 @@ def collect_episodes(
 
     The same (model, seeds, sampling_seed) gives the same episodes.  An episode whose env raises
     is played again in ``make_env()`` (default: :func:`make_train_env`), then given up as
-    ``failed`` (see the module docstring's fault policy).
+    ``failed``; the env that raised is closed and replaced in ``envs`` (see the module
+    docstring's fault policy).
     """
     if len(envs) != len(seeds):
         raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds")
@@ -142,15 +145,17 @@ def collect_episodes(
     episodes = _play(policy, envs, seeds, sampling_seed, list(range(len(envs))))
     retry = [i for i, episode in enumerate(episodes) if episode.failed]
     if retry:
-        fresh = [_fresh_env(make_env or (lambda: make_train_env(config)), progress[i]) for i in retry]
-        try:
-            again = _play(policy, fresh, [seeds[i] for i in retry], sampling_seed, retry)
-        finally:
-            for env in fresh:
-                _close_quietly(env)
-        for i, episode in zip(retry, again):
+        make = make_env or (lambda: make_train_env(config))
+        fresh = [_fresh_env(make, progress[i]) for i in retry]
+        again = _play(policy, fresh, [seeds[i] for i in retry], sampling_seed, retry)
+        for i, env, episode in zip(retry, fresh, again):
             episode.env_failures += episodes[i].env_failures
             episodes[i] = episode
+            _close_quietly(envs[i])
+            if episode.failed:  # the retry's env raised too: not kept either
+                _close_quietly(env)
+                env = make()
+            envs[i] = env
     return episodes
 
 
@@ -222,5 +227,5 @@ def _fresh_env(make_env: Callable[[], gym.Env], progress: float | None) -> gym.E
 def _close_quietly(env: gym.Env) -> None:
     try:
         env.close()
-    except Exception:  # noqa: BLE001 - a retry env that cannot close must not cost the episodes it played
+    except Exception:  # noqa: BLE001 - an env that raised may fail to close too; that must not cost the update
         pass

@@ -58,15 +58,21 @@ def set_budget_progress(envs: Sequence[Any], episodes_done: int, env_steps_done:
                                              else episodes_done)
 
 
-def collect_sharded(model: Any, tokenizer: Any, envs: Sequence[Any], seeds: Sequence[int], config: Any,
+def collect_sharded(model: Any, tokenizer: Any, envs: list[Any], seeds: Sequence[int], config: Any,
                     sampling_seed: int, shards: int) -> list[Any]:
-    """The shards of ``seeds`` one after another in this process (the reference every pool matches)."""
+    """The shards of ``seeds`` one after another in this process (the reference every pool matches).
+
+    The shards play on the first envs of ``envs``; one that raised comes back replaced (see
+    :func:`~agentgym_budget.train.rollout.collect_episodes`).
+    """
     from agentgym_budget.train.rollout import collect_episodes  # torch: imported when episodes are collected
 
     episodes: list[Any] = []
     for shard_env_seeds, shard_sampling_seed in shard_seeds(seeds, config.group_size, sampling_seed, shards):
-        episodes += collect_episodes(model, tokenizer, envs[:len(shard_env_seeds)], shard_env_seeds, config,
+        playing = envs[:len(shard_env_seeds)]
+        episodes += collect_episodes(model, tokenizer, playing, shard_env_seeds, config,
                                      sampling_seed=shard_sampling_seed)
+        envs[:len(shard_env_seeds)] = playing  # an env that raised comes back replaced
     return episodes
 
 

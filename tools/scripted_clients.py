@@ -1,10 +1,16 @@
-"""A verifiers client that answers without a model: a KeyDoor expert, optionally slow (for the adapter tests)."""
+"""A verifiers client that answers without a model, optionally slow: a stand-in for a served model.
+
+The adapter tests play KeyDoor with :func:`keydoor_expert`; ``benchmarks/verifiers_concurrency.py``
+plays ALFWorld with :func:`random_admissible` (a model server's wait is ``latency``).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import time
+from collections.abc import Callable
 from typing import Any
 
 import verifiers as vf
@@ -18,6 +24,17 @@ def keydoor_expert(prompt: vf.Messages) -> str:
     door = re.search(r"Your task is to: (open the \w+ door)", text)
     assert door is not None, text
     return f"Thought: now the door.\nAction: {door.group(1).replace('the ', '')}"
+
+
+def random_admissible(seed: int = 0) -> Callable[[vf.Messages], str]:
+    """A policy replying ``Action: <a random command of the last message's admissible list>`` ("look" if none)."""
+    rng = random.Random(seed)
+
+    def policy(prompt: vf.Messages) -> str:
+        listed = re.search(r"Admissible commands: (.*)", str(_content(prompt[-1]) or ""))
+        return f"Action: {rng.choice(listed.group(1).split(', ')) if listed else 'look'}"
+
+    return policy
 
 
 class ScriptedClient(vf.Client):
