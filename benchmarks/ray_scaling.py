@@ -30,13 +30,9 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local instance
 
 import agentgym_budget  # noqa: E402,F401  (registers the envs)
 from agentgym_budget.distributed import RayExecutor  # noqa: E402
-from agentgym_budget.eval.rollout import (  # noqa: E402
-    EpisodeJob,
-    EpisodeRecord,
-    ProcessPoolExecutor,
-    RolloutSpec,
-    SerialExecutor,
-)
+from agentgym_budget.eval.process_pool import ProcessPoolExecutor  # noqa: E402
+from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord  # noqa: E402
+from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor  # noqa: E402
 
 FALLBACK_ENV = "KeyDoor-Budget-v0"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from agentgym_budget.eval.rollout import attempt_seed
+from agentgym_budget.eval.seeds import attempt_seed
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
 
 

@@ -20,16 +20,10 @@ import agentgym_budget  # noqa: F401  (registers the package envs)
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.evaluate import build_jobs, resolve_mode
-from agentgym_budget.eval.rollout import (
-    EpisodeJob,
-    EpisodeRecord,
-    ProcessPoolExecutor,
-    RolloutSpec,
-    SerialExecutor,
-    attempt_seed,
-    die_with_parent,
-    task_seed,
-)
+from agentgym_budget.eval.process_pool import ProcessPoolExecutor, die_with_parent
+from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
+from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
+from agentgym_budget.eval.seeds import attempt_seed, task_seed
 from agentgym_budget.wrappers import TurnBudget
 
 ENV_ID = "EvalCorridor-v0"
@@ -225,7 +219,9 @@ def test_signal_stops_two_workers_within_2s_keeping_every_finished_episode(tmp_p
 
 _ORPHAN_RUN = """
 import os, sys, time, agentgym_budget
-from agentgym_budget.eval.rollout import EpisodeJob, ProcessPoolExecutor, RolloutSpec
+from agentgym_budget.eval.process_pool import ProcessPoolExecutor
+from agentgym_budget.eval.records import EpisodeJob
+from agentgym_budget.eval.runner import RolloutSpec
 
 class Slow:  # a policy that takes its time, so that the workers are busy when the parent dies
     name = "slow"

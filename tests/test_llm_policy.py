@@ -11,7 +11,9 @@ pytest.importorskip("transformers")
 
 import agentgym_budget  # noqa: E402,F401  (registers the envs)
 from agentgym_budget.eval import evaluate  # noqa: E402
-from agentgym_budget.eval.rollout import EpisodeJob, ProcessPoolExecutor, RolloutSpec, SerialExecutor  # noqa: E402
+from agentgym_budget.eval.process_pool import ProcessPoolExecutor  # noqa: E402
+from agentgym_budget.eval.records import EpisodeJob  # noqa: E402
+from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor  # noqa: E402
 from agentgym_budget.policies import LLMPolicy, make_policy  # noqa: E402
 from agentgym_budget.eval.transcripts import read_transcripts  # noqa: E402
 from agentgym_budget.policies.chat import Completion, Sampling  # noqa: E402

@@ -19,7 +19,8 @@ import numpy as np
 from agentgym_budget._optional import MissingBackendError
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import EvaluationInterrupted, read_episodes
-from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec, SerialExecutor
+from agentgym_budget.eval.records import EpisodeJob
+from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
 
 ray = pytest.importorskip("ray")
 
@@ -183,7 +184,7 @@ def test_missing_ray_names_the_extra(monkeypatch):
 def test_package_import_does_not_import_ray():
     import subprocess
 
-    code = "import sys, agentgym_budget, agentgym_budget.distributed, agentgym_budget.eval.rollout; print('ray' in sys.modules)"
+    code = "import sys, agentgym_budget, agentgym_budget.distributed, agentgym_budget.eval.process_pool; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
@@ -271,7 +272,8 @@ def test_trainer_with_ray_rollouts_learns_exactly_as_local(ray_instance, tmp_pat
 _LISTENERS_SCRIPT = """
 import os, subprocess, psutil
 from agentgym_budget.distributed import RayExecutor
-from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec
+from agentgym_budget.eval.records import EpisodeJob
+from agentgym_budget.eval.runner import RolloutSpec
 with RayExecutor(actors=1, init_kwargs={"num_cpus": 1, "log_to_driver": False}) as executor:
     executor.run(RolloutSpec("KeyDoor-Budget-v0", "expert", seed=0, max_budget=4), [EpisodeJob(0, 0, 4)])
     pids = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}

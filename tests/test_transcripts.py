@@ -14,7 +14,9 @@ import pytest
 import agentgym_budget  # noqa: F401  (registers the envs)
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import EPISODES_FILE, EvaluationInterrupted, read_episodes
-from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec, SerialExecutor, task_seed
+from agentgym_budget.eval.records import EpisodeJob
+from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
+from agentgym_budget.eval.seeds import task_seed
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, read_transcripts
 from agentgym_budget.policies.base import make_policy
 from interrupts import stop_after

@@ -1,8 +1,8 @@
 """Episode rollouts on a Ray cluster: a pool of actors implementing the evaluator's ``Executor``.
 
-:class:`RayExecutor` runs :class:`~agentgym_budget.eval.rollout.EpisodeJob` s on Ray actors.
+:class:`RayExecutor` runs :class:`~agentgym_budget.eval.records.EpisodeJob` s on Ray actors.
 Each actor builds its own env and policy from the (picklable)
-:class:`~agentgym_budget.eval.rollout.RolloutSpec` — env id + kwargs, policy name + kwargs or
+:class:`~agentgym_budget.eval.runner.RolloutSpec` — env id + kwargs, policy name + kwargs or
 a policy object — so no env object ever crosses the wire.  The spec is put once into the
 object store per :meth:`RayExecutor.run`; an actor fetches and builds it once and keeps its
 env (and policy) for every later chunk and run with the same spec, so a trainer that ships a
@@ -10,7 +10,7 @@ new policy per update pays one object-store transfer per actor and update, and n
 the env.
 
 Results are identical to the local executors': every seed of an episode derives only from
-(base seed, task, attempt) (see :mod:`agentgym_budget.eval.rollout`), never from which actor
+(base seed, task, attempt) (see :mod:`agentgym_budget.eval.seeds`), never from which actor
 runs it or when, and records are returned in the order of the jobs.
 
 Faults: jobs are handed out in chunks, a few per actor ahead of time.  If an actor dies
@@ -21,7 +21,8 @@ exception raised by the env or the policy is a bug, not a fault: it is raised in
 
 Example (a local Ray instance is started if none is running):
     >>> from agentgym_budget.distributed import RayExecutor          # doctest: +SKIP
-    >>> from agentgym_budget.eval.rollout import EpisodeJob, RolloutSpec
+    >>> from agentgym_budget.eval.records import EpisodeJob
+    >>> from agentgym_budget.eval.runner import RolloutSpec
     >>> spec = RolloutSpec("KeyDoor-Budget-v0", "noisy-expert", seed=0, max_budget=4)
     >>> jobs = [EpisodeJob(task, attempt, 4) for task in range(10) for attempt in range(4)]
     >>> with RayExecutor(actors=2) as executor:                        # doctest: +SKIP
@@ -41,7 +42,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.eval.rollout import EpisodeJob, EpisodeRecord, EpisodeRunner, RecordCallback, RolloutSpec
+from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
+from agentgym_budget.eval.runner import EpisodeRunner, RecordCallback, RolloutSpec
 from agentgym_budget.policies.served import ServedModelError
 
 __all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray", "init_ray", "keep_sigterm_handler"]
@@ -60,7 +62,7 @@ def import_ray() -> Any:
 
 
 class EpisodeWorker:
-    """The actor body: one :class:`~agentgym_budget.eval.rollout.EpisodeRunner`, rebuilt when the run's spec changes.
+    """The actor body: one :class:`~agentgym_budget.eval.runner.EpisodeRunner`, rebuilt when the run's spec changes.
 
     ``spec_box`` is ``[ObjectRef]`` (a list, so Ray does not resolve the reference on every
     call): the actor fetches the spec only when ``spec_key`` differs from the last one.

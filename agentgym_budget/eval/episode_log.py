@@ -4,7 +4,7 @@ An evaluation with an output folder writes two files there:
 
 * ``episodes.run.json`` — what identifies the run's episodes (env id and kwargs, policy name
   and all its kwargs, base seed, rollout mode, the budget grid), written before the first episode;
-* ``episodes.jsonl`` — one :class:`~agentgym_budget.eval.rollout.EpisodeRecord` per line,
+* ``episodes.jsonl`` — one :class:`~agentgym_budget.eval.records.EpisodeRecord` per line,
   appended and flushed as each (task, attempt, budget) finishes, in finishing order;
 * with transcripts on, ``transcripts.jsonl.gz`` — what the agent saw and said, per episode
   (see :mod:`~agentgym_budget.eval.transcripts`), each written just before its record; on
@@ -24,13 +24,13 @@ refuses unless ``overwrite=True`` (``--overwrite``).  The folder is locked while
 run into the same folder fails at once with :class:`OutputLockedError` instead of interleaving
 its lines with the first's.
 
-A run stopped by Ctrl-C or SIGTERM (see :func:`sigterm_as_interrupt`) leaves only complete
+A run stopped by Ctrl-C or SIGTERM (see :mod:`~agentgym_budget.eval.signals`) leaves only complete
 lines; a line torn by a hard kill (``kill -9``, power loss) at the end of the file is dropped on
 resume, its episode run again.
 
 Example:
     >>> import tempfile
-    >>> from agentgym_budget.eval.rollout import EpisodeRecord
+    >>> from agentgym_budget.eval.records import EpisodeRecord
     >>> folder = tempfile.mkdtemp()
     >>> run = run_identity("KeyDoor-Budget-v0", {}, "expert", 0, "shortcut", [4])
     >>> log, done = EpisodeLog.open(folder, run, resume=False)
@@ -47,7 +47,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import signal
 import threading
 import warnings
 from collections.abc import Iterator, Sequence
@@ -59,8 +58,9 @@ try:
 except ImportError:  # Windows: no flock; the folder is then not locked
     fcntl = None  # type: ignore[assignment]
 
-from agentgym_budget.eval.rollout import EpisodeRecord
+from agentgym_budget.eval.records import EpisodeRecord
 from agentgym_budget.eval.schema import parse_json
+from agentgym_budget.eval.signals import signals_held
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, TranscriptWriter, read_transcripts, transcript_line
 
 __all__ = [
@@ -74,7 +74,6 @@ __all__ = [
     "lock_output",
     "read_episodes",
     "run_identity",
-    "sigterm_as_interrupt",
 ]
 
 EPISODES_FILE = "episodes.jsonl"
@@ -238,7 +237,7 @@ class EpisodeLog:
         # One write of a whole line, then flush: a stop between two episodes leaves complete lines.
         # SIGINT/SIGTERM are held back meanwhile, so that a line written is a line counted.
         line = _line(record)
-        with _signals_held():
+        with signals_held():
             self._stream.write(line)
             self._stream.flush()
             self.written += 1
@@ -279,19 +278,6 @@ def _without_lost_transcripts(folder: Path, records: list[EpisodeRecord]) -> lis
     partial.write_text("".join(_line(r) for r in kept))
     os.replace(partial, folder / EPISODES_FILE)
     return kept
-
-
-@contextlib.contextmanager
-def _signals_held() -> Iterator[None]:
-    """Delay SIGINT and SIGTERM until the block ends (main thread, POSIX; elsewhere a no-op)."""
-    if not hasattr(signal, "pthread_sigmask") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _check_run(run_path: Path, run: dict[str, Any]) -> None:
@@ -368,23 +354,3 @@ def _parse(path: Path, number: int, line: str) -> EpisodeRecord:
         return EpisodeRecord.from_dict(parse_json(line))
     except ValueError as e:
         raise ResumeError(f"{path}, line {number} is not an episode record ({e}): {line[:80]!r}") from None
-
-
-@contextlib.contextmanager
-def sigterm_as_interrupt() -> Iterator[None]:
-    """Within the block, SIGTERM raises ``KeyboardInterrupt`` like Ctrl-C (main thread only).
-
-    So that ``kill`` / a cluster scheduler stopping the job runs the same cleanup as Ctrl-C.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -43,22 +43,17 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import eval_kwargs_of
-from agentgym_budget.eval.episode_log import EpisodeLog, EvaluationInterrupted, run_identity, sigterm_as_interrupt
+from agentgym_budget.eval.episode_log import EpisodeLog, EvaluationInterrupted, run_identity
 from agentgym_budget.eval.config import MODES, EvalConfig
 from agentgym_budget.eval.metrics import behaviour_metrics
 from agentgym_budget.eval.passkt import passkt_grid
 from agentgym_budget.eval.probes import build_probes, run_probes, write_probes
+from agentgym_budget.eval.process_pool import make_executor
+from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord, records_for_budget
 from agentgym_budget.eval.results import PassKTResult
-from agentgym_budget.eval.rollout import (
-    EpisodeJob,
-    EpisodeRecord,
-    Executor,
-    RolloutSpec,
-    SerialExecutor,
-    make_executor,
-    records_for_budget,
-    task_seed,
-)
+from agentgym_budget.eval.runner import Executor, RolloutSpec, SerialExecutor
+from agentgym_budget.eval.seeds import task_seed
+from agentgym_budget.eval.signals import sigterm_as_interrupt
 from agentgym_budget.eval.transcripts import wants_transcripts
 from agentgym_budget.policies.base import POLICIES, Policy, make_policy
 from agentgym_budget.text import redact_url
@@ -237,7 +232,7 @@ def evaluate(config: EvalConfig | str | None = None, policy: str | Policy | None
             there), or the env id of a new one built from ``policy`` and ``settings``
             (``evaluate("KeyDoor-Budget-v0", "random", ks=(1, 2), tasks=10)``); with a config,
             ``settings`` replace its fields.
-        executor: runs the episodes (default: :func:`~agentgym_budget.eval.rollout.make_executor`
+        executor: runs the episodes (default: :func:`~agentgym_budget.eval.process_pool.make_executor`
             with ``config.workers``); any object with ``run(spec, jobs, on_record)``, e.g. a
             :class:`~agentgym_budget.distributed.RayExecutor` (extra ``ray``; the caller closes
             it), which ``backend="ray"`` requires.

@@ -40,8 +40,9 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import eval_kwargs_of, make_budget_env
+from agentgym_budget.eval.records import UNKNOWN, expert_match_of
 from agentgym_budget.eval.results import number_text
-from agentgym_budget.eval.rollout import UNKNOWN, expert_match_of, attempt_seed, task_seed
+from agentgym_budget.eval.seeds import attempt_seed, task_seed
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
 from agentgym_budget.policies.base import Policy, make_policy

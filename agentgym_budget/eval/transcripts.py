@@ -6,7 +6,7 @@ in its output folder one JSON line per episode, as it finishes::
 
     {"task": 0, "attempt": 1, "budget": 50, "won_turn": 12, "turns": [...], "final_observation": "..."}
 
-where ``turns`` are :func:`~agentgym_budget.eval.rollout.transcript_turn` dicts (observation,
+where ``turns`` are :func:`~agentgym_budget.eval.records.transcript_turn` dicts (observation,
 raw reply, action, ``written_action`` — the command as the reply wrote it when the action played
 spells it otherwise —, won, reward, termination flags, action effect, expert action, admissible,
 token counts; files written before ``written_action`` existed lack that key and load the same).
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgym_budget.eval.rollout import EpisodeRecord
+from agentgym_budget.eval.records import EpisodeRecord
 from agentgym_budget.eval.schema import Index, RecordError, Turn, checked, parse_json
 
 __all__ = ["TRANSCRIPTS_FILE", "Member", "TranscriptLine", "TranscriptTurn", "TranscriptWriter", "damage_report",
@@ -99,7 +99,7 @@ class TranscriptWriter:
 
 @dataclass
 class TranscriptTurn:
-    """One turn of a transcript line as stored (what :func:`~agentgym_budget.eval.rollout.transcript_turn` makes)."""
+    """One turn of a transcript line as stored (what :func:`~agentgym_budget.eval.records.transcript_turn` makes)."""
 
     turn: Turn
     observation: str

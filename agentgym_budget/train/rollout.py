@@ -71,7 +71,7 @@ class Turn:
 class Episode:
     """One training episode as the learner needs it: every turn's prompt and sampled tokens, and its return.
 
-    The evaluator's :class:`~agentgym_budget.eval.rollout.EpisodeRecord` is the same kind of
+    The evaluator's :class:`~agentgym_budget.eval.records.EpisodeRecord` is the same kind of
     run seen by the metrics instead (actions and per-turn facts, no tokens); the two are kept
     apart because each holds what its consumer needs and nothing it does not (token lists would
     bloat ``episodes.jsonl``; metric facts are not a loss's input).
