@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_budget.eval.outcome import is_invalid
 from agentgym_budget.eval.records import UNKNOWN, EpisodeRecord, records_for_budget
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 
@@ -98,7 +99,7 @@ def _turn_kinds(record: EpisodeRecord) -> tuple[list[tuple[int, str]], list[int]
         if match == 1 or record.won_turn == t or (known and plan < prev):
             on_plan.append(t)
             continue
-        if effect == "invalid" or (not effect and valid == 0):
+        if is_invalid(valid, effect):
             errors.append((t, "invalid"))
         elif effect == "no_effect" or (not effect and no_effect == 1):
             errors.append((t, "no_effect"))

@@ -29,6 +29,7 @@ from typing import Any, Protocol
 import gymnasium as gym
 
 from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.eval.outcome import episode_over
 from agentgym_budget.eval.records import (
     TURN_FACTS,
     EpisodeJob,
@@ -118,7 +119,9 @@ class _EpisodeInFlight:
             self.won_turn = len(self.actions)
         if facts["lost"]:
             self.lost_turn = len(self.actions)
-        self.done = self.won_turn is not None or terminated or truncated or len(self.actions) >= self.job.budget
+        # The last clause is this runner's own budget check (issue 28 gives that decision to TurnBudget alone).
+        self.done = (episode_over(terminated, truncated, self.won_turn is not None, stop_at_win=True)
+                     or len(self.actions) >= self.job.budget)
         if self.transcript is not None:
             self.transcript.append(transcript_turn(len(self.actions), before, reply, info_before, self.obs,
                                                    float(reward), terminated, truncated, self.info))

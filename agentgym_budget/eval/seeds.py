@@ -1,14 +1,20 @@
-"""The seed streams of an episode: every seed derives from (base seed, task, attempt), never from
-where or when the episode runs, so that every executor returns the same records for the same jobs.
+"""The seed streams of episodes: every seed is derived from numbers that name the episode, never
+from where or when it runs, so that every executor (and every trainer shard) plays the same episodes.
 
-* a *task* is an env reset seed: all attempts of task ``i`` reset the env with
+* evaluation: a *task* is an env reset seed: all attempts of task ``i`` reset the env with
   ``task_seed(seed, i)`` (the same game), and differ only through the policy's seed
-  ``attempt_seed(seed, i, attempt)``.
+  ``attempt_seed(seed, i, attempt)``;
+* training: episode ``i`` of one collection samples from ``episode_sampling_seed(sampling_seed, i)``
+  (its env reset seed is the trainer's, shared by the episodes of a group).
+
+All are :func:`derived_seed` of their numbers (with a tag where two streams would otherwise meet).
 
 Example:
     >>> task_seed(0, 3) == task_seed(0, 3) != task_seed(0, 4)
     True
     >>> attempt_seed(0, 3, 1) != attempt_seed(0, 3, 2)
+    True
+    >>> derived_seed(7, 2) == task_seed(7, 2) == episode_sampling_seed(7, 2)
     True
 """
 
@@ -16,15 +22,24 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["attempt_seed", "task_seed"]
+__all__ = ["attempt_seed", "derived_seed", "episode_sampling_seed", "task_seed"]
+
+
+def derived_seed(*numbers: int) -> int:
+    """A 32-bit seed drawn from ``numbers`` by numpy's ``SeedSequence`` (different numbers: independent seeds)."""
+    return int(np.random.SeedSequence(list(numbers)).generate_state(1)[0])
 
 
 def task_seed(seed: int, task: int) -> int:
     """The env reset seed of ``task`` (the same for all its attempts)."""
-    return int(np.random.SeedSequence([seed, task]).generate_state(1)[0])
+    return derived_seed(seed, task)
 
 
 def attempt_seed(seed: int, task: int, attempt: int) -> int:
     """The policy seed of one attempt at ``task``."""
-    return int(np.random.SeedSequence([seed, task, attempt, 0x9A55]).generate_state(1)[0])
+    return derived_seed(seed, task, attempt, 0x9A55)
 
+
+def episode_sampling_seed(sampling_seed: int, index: int) -> int:
+    """The policy seed of episode ``index`` (its place in the update) of one trainer collection."""
+    return derived_seed(sampling_seed, index)

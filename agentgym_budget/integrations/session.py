@@ -90,6 +90,7 @@ from typing import Any
 import gymnasium as gym
 
 from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.eval.outcome import episode_over
 from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import TurnBudget, find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
@@ -201,7 +202,7 @@ class BudgetSession:
     @property
     def done(self) -> bool:
         """The episode has ended: the env terminated it, the budget truncated it or the env failed."""
-        return self.terminated or self.truncated or self.failed
+        return episode_over(self.terminated, self.truncated) or self.failed
 
     @property
     def outcome(self) -> str:

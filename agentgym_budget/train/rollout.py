@@ -44,9 +44,9 @@ from typing import Any
 import gymnasium as gym
 import torch
 
-import numpy as np
-
 from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.eval.outcome import episode_over, is_invalid
+from agentgym_budget.eval.seeds import episode_sampling_seed
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.hf import HFChatBackend
 from agentgym_budget.policies.llm import LLMPolicy
@@ -169,7 +169,7 @@ def _play(policy: LLMPolicy, envs: Sequence[gym.Env], seeds: Sequence[int], samp
     for env, seed, index in zip(envs, seeds, indices):
         episode = Episode(seed=int(seed), task="", budget=0)
         episodes.append(episode)
-        states.append(policy.start(int(np.random.SeedSequence([sampling_seed, index]).generate_state(1)[0])))
+        states.append(policy.start(episode_sampling_seed(sampling_seed, index)))
         try:
             obs, info = env.reset(seed=int(seed))
         except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
@@ -185,7 +185,8 @@ def _play(policy: LLMPolicy, envs: Sequence[gym.Env], seeds: Sequence[int], samp
                                    [infos[i] for i in running])
         for i, reply in zip(running, replies):
             episode, completion = episodes[i], reply.completion
-            episode.invalid_actions += reply.action not in infos[i]["admissible_commands"]
+            # by the list alone (no action_effect): the trainer's count before eval.outcome existed
+            episode.invalid_actions += is_invalid(int(reply.action in infos[i]["admissible_commands"]))
             try:
                 observations[i], _, terminated, truncated, infos[i] = envs[i].step(reply.action)
             except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
@@ -196,7 +197,7 @@ def _play(policy: LLMPolicy, envs: Sequence[gym.Env], seeds: Sequence[int], samp
                                       float(infos[i].get("process_reward", 0.0))))
             episode.won = episode.won or bool(infos[i].get("won", False))
             episode.terminated = bool(terminated)
-            ended[i] = bool(terminated or truncated)
+            ended[i] = episode_over(terminated, truncated)
         running = [i for i in running if not ended[i]]
     return episodes
 

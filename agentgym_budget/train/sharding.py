@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-import numpy as np
+from agentgym_budget.eval.seeds import derived_seed
 
 __all__ = ["LocalRolloutPool", "RolloutPool", "RolloutPoolFactory", "collect_sharded", "set_budget_progress",
            "shard_seeds"]
@@ -46,7 +46,7 @@ def shard_seeds(seeds: Sequence[int], group_size: int, sampling_seed: int, shard
     if shards == 1:
         return [(list(seeds), int(sampling_seed))]
     return [(list(seeds[g * group_size:(g + per_shard) * group_size]),
-             int(np.random.SeedSequence([sampling_seed, index]).generate_state(1)[0] >> 1))
+             derived_seed(sampling_seed, index) >> 1)
             for index, g in enumerate(bounds)]
 
 
