@@ -1,6 +1,8 @@
 """Playing episodes: :class:`EpisodeRunner` keeps up to ``spec.concurrency`` episodes in flight.
 
-Every executor hands its jobs to an :class:`EpisodeRunner`, which keeps up to
+The loop itself is :func:`play_episodes`, which the trainer's
+:func:`~agentgym_budget.train.rollout.collect_episodes` shares (recording tokens instead of
+per-turn facts).  Every executor hands its jobs to an :class:`EpisodeRunner`, which keeps up to
 ``spec.concurrency`` episodes in flight on as many env copies: each round it asks the policy
 for the actions of all running episodes in one
 :meth:`~agentgym_budget.policies.base.BatchPolicy.act_batch` call (one batched ``generate``
@@ -22,9 +24,10 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 import gymnasium as gym
 
@@ -42,7 +45,8 @@ from agentgym_budget.eval.records import (
 from agentgym_budget.eval.seeds import attempt_seed, task_seed
 from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 
-__all__ = ["EpisodeRunner", "Executor", "RecordCallback", "RolloutSpec", "SerialExecutor"]
+__all__ = ["EpisodeInFlight", "EpisodeRunner", "Executor", "RecordCallback", "RolloutSpec", "SerialExecutor",
+           "play_episodes"]
 
 RecordCallback = Callable[[EpisodeRecord], None]
 
@@ -141,6 +145,74 @@ def _add(total: int | None, value: int | None) -> int | None:
     return total if value is None else (total or 0) + value
 
 
+class EpisodeInFlight(Protocol):
+    """An episode being played, as :func:`play_episodes` sees it; what it records is its own."""
+
+    state: Any  # the policy's state for this episode (from BatchPolicy.start)
+    obs: Any
+    info: dict[str, Any]
+    done: bool
+
+    def step(self, reply: PolicyReply) -> None:
+        """Play the policy's reply in the env; set ``done`` once the episode is over."""
+
+
+Episode = TypeVar("Episode", bound=EpisodeInFlight)
+
+
+def play_episodes(policy: BatchPolicy, starts: Iterable[Callable[[], Episode]], concurrency: int,
+                  on_end: Callable[[Episode], None], stop: Callable[[], bool] | None = None) -> None:
+    """The episode loop of evaluation and training: up to ``concurrency`` episodes in flight, one
+    ``act_batch`` call per round for all of them.
+
+    ``starts`` are called in order, each when a place is free, and give the started episode
+    (which resets its env); one that is already ``done`` (its env failed at reset) ends at once.
+    Each ended episode is released by the policy, then passed to ``on_end``.  ``stop`` is asked
+    before every round; once it answers true the episodes still running are abandoned.
+
+    Example:
+        >>> from agentgym_budget.policies.base import SequentialBatchPolicy
+        >>> class Look:  # a plain policy
+        ...     name, reads_budget = "look", False
+        ...     def reset(self, seed=None): pass
+        ...     def act(self, obs, info): return "look"
+        >>> class Countdown:  # an episode of 3 turns that records its actions
+        ...     def __init__(self, policy):
+        ...         self.state, self.obs, self.info, self.done, self.actions = policy.start(0), "", {}, False, []
+        ...     def step(self, reply):
+        ...         self.actions.append(reply.action)
+        ...         self.done = len(self.actions) == 3
+        >>> policy = SequentialBatchPolicy(Look())
+        >>> ended = []
+        >>> play_episodes(policy, [lambda: Countdown(policy)] * 2, concurrency=2, on_end=ended.append)
+        >>> [e.actions for e in ended]
+        [['look', 'look', 'look'], ['look', 'look', 'look']]
+    """
+    pending = deque(starts)
+    running: list[Episode] = []
+    while (pending or running) and not (stop is not None and stop()):
+        while pending and len(running) < concurrency:
+            episode = pending.popleft()()
+            if episode.done:
+                _end(policy, episode, on_end)
+            else:
+                running.append(episode)
+        if not running:
+            continue
+        replies = policy.act_batch([e.state for e in running], [e.obs for e in running], [e.info for e in running])
+        for episode, reply in zip(running, replies):
+            episode.step(reply)
+            if episode.done:
+                _end(policy, episode, on_end)
+        running = [episode for episode in running if not episode.done]
+
+
+def _end(policy: BatchPolicy, episode: Episode, on_end: Callable[[Episode], None]) -> None:
+    if hasattr(policy, "release"):
+        policy.release(episode.state)
+    on_end(episode)
+
+
 class EpisodeRunner:
     """A worker's envs and policy: plays jobs with up to ``spec.concurrency`` episodes in flight.
 
@@ -171,27 +243,21 @@ class EpisodeRunner:
         ``stop``: asked before every round; once it answers true the episodes still running are
         abandoned and the records of the unfinished jobs are ``None`` (a pool worker's shutdown).
         """
-        pending = deque(enumerate(jobs))
         free = list(self.envs)
-        running: list[_EpisodeInFlight] = []
         records: list[EpisodeRecord | None] = [None] * len(jobs)
-        while (pending or running) and not (stop is not None and stop()):
-            while pending and len(running) < self.spec.concurrency:
-                index, job = pending.popleft()
-                running.append(_EpisodeInFlight(index, job, free.pop() if free else self._new_env(), self.policy,
-                                                self.spec.seed, self.spec.transcripts))
-            replies = self.policy.act_batch([e.state for e in running], [e.obs for e in running],
-                                            [e.info for e in running])
-            for episode, reply in zip(running, replies):
-                episode.step(reply)
-                if episode.done:
-                    record = records[episode.index] = episode.record()
-                    free.append(episode.env)
-                    if hasattr(self.policy, "release"):
-                        self.policy.release(episode.state)
-                    if on_record is not None:
-                        on_record(record)
-            running = [episode for episode in running if not episode.done]
+
+        def start(index: int, job: EpisodeJob) -> _EpisodeInFlight:  # an env is taken when the episode starts
+            return _EpisodeInFlight(index, job, free.pop() if free else self._new_env(), self.policy, self.spec.seed,
+                                    self.spec.transcripts)
+
+        def end(episode: _EpisodeInFlight) -> None:
+            record = records[episode.index] = episode.record()
+            free.append(episode.env)
+            if on_record is not None:
+                on_record(record)
+
+        play_episodes(self.policy, [partial(start, index, job) for index, job in enumerate(jobs)],
+                      self.spec.concurrency, end, stop)
         return records  # type: ignore[return-value]  (every slot is filled)
 
     def _new_env(self) -> gym.Env:

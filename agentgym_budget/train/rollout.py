@@ -7,6 +7,9 @@ It plays the episodes with :func:`training_policy` — an
 :class:`~agentgym_budget.policies.hf.HFChatBackend`, the same prompt builder, context-limit
 policy, batched KV-cache generation and reply parser the evaluator's ``hf`` policy uses — and
 keeps, per turn, the prompt's token ids and the sampled reply tokens (what the loss scores).
+The loop is the evaluator's (:func:`~agentgym_budget.eval.runner.play_episodes`, with every
+episode in flight at once); this module only records.  "Done", "invalid" and the sampling
+seeds come from :mod:`~agentgym_budget.eval.outcome` and :mod:`~agentgym_budget.eval.seeds`.
 Every turn of every running episode goes through one batched generation; an episode's
 tokens are drawn from its own seed (from the sampling seed and its index), so they do not
 depend on which episodes share a batch.  A reply's command is played as written (exact
@@ -39,6 +42,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, MutableSequence, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import gymnasium as gym
@@ -46,7 +50,9 @@ import torch
 
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval.outcome import episode_over, is_invalid
+from agentgym_budget.eval.runner import play_episodes
 from agentgym_budget.eval.seeds import episode_sampling_seed
+from agentgym_budget.policies.base import PolicyReply
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.hf import HFChatBackend
 from agentgym_budget.policies.llm import LLMPolicy
@@ -161,51 +167,49 @@ def collect_episodes(
 
 def _play(policy: LLMPolicy, envs: Sequence[gym.Env], seeds: Sequence[int], sampling_seed: int,
           indices: Sequence[int]) -> list[Episode]:
-    """One episode per env, turns batched; ``indices`` are the episodes' places in the update (their sampling seeds).
+    """One episode per env, all in flight together (the evaluator's loop, :func:`play_episodes`); ``indices``
+    are the episodes' places in the update (their sampling seeds).  An env that raises ends its episode as
+    ``failed`` (one ``env_failures``) and the others play on."""
+    episodes: list[Episode] = [Episode(seed=int(seed), task="", budget=0) for seed in seeds]
+    starts = [partial(_Recorder, episode, env, policy, episode_sampling_seed(sampling_seed, index))
+              for episode, env, index in zip(episodes, envs, indices)]
+    play_episodes(policy, starts, max(len(starts), 1), on_end=lambda recorder: None)
+    return episodes
 
-    An env that raises ends its episode as ``failed`` (one ``env_failures``) and the others play on.
-    """
-    episodes, states, observations, infos = [], [], [], []
-    for env, seed, index in zip(envs, seeds, indices):
-        episode = Episode(seed=int(seed), task="", budget=0)
-        episodes.append(episode)
-        states.append(policy.start(episode_sampling_seed(sampling_seed, index)))
+
+class _Recorder:
+    """One training episode in flight: plays it in ``env`` and records its turns' tokens and process rewards."""
+
+    def __init__(self, episode: Episode, env: gym.Env, policy: LLMPolicy, policy_seed: int) -> None:
+        self.episode, self.env, self.state, self.done = episode, env, policy.start(policy_seed), False
         try:
-            obs, info = env.reset(seed=int(seed))
+            self.obs, self.info = env.reset(seed=episode.seed)
         except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
             _fail(episode, error, "reset")
-            obs, info = "", {}
-        episode.task, episode.budget = str(info.get("task", "")), int(info.get("budget", 0))
-        observations.append(obs)
-        infos.append(info)
-    ended = [episode.failed for episode in episodes]
-    running = [i for i in range(len(envs)) if not ended[i]]
-    while running:
-        replies = policy.act_batch([states[i] for i in running], [observations[i] for i in running],
-                                   [infos[i] for i in running])
-        for i, reply in zip(running, replies):
-            episode, completion = episodes[i], reply.completion
-            # by the list alone (no action_effect): the trainer's count before eval.outcome existed
-            episode.invalid_actions += is_invalid(int(reply.action in infos[i]["admissible_commands"]))
-            try:
-                observations[i], _, terminated, truncated, infos[i] = envs[i].step(reply.action)
-            except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
-                _fail(episode, error, f"step {len(episode.turns) + 1}")
-                ended[i] = True
-                continue
-            episode.turns.append(Turn(completion.prompt_ids, completion.completion_ids, reply.action,
-                                      float(infos[i].get("process_reward", 0.0))))
-            episode.won = episode.won or bool(infos[i].get("won", False))
-            episode.terminated = bool(terminated)
-            ended[i] = episode_over(terminated, truncated)
-        running = [i for i in running if not ended[i]]
-    return episodes
+            self.obs, self.info, self.done = "", {}, True
+        episode.task, episode.budget = str(self.info.get("task", "")), int(self.info.get("budget", 0))
+
+    def step(self, reply: PolicyReply) -> None:
+        episode, completion = self.episode, reply.completion
+        # by the list alone (no action_effect): the trainer's count before eval.outcome existed
+        episode.invalid_actions += is_invalid(int(reply.action in self.info["admissible_commands"]))
+        try:
+            self.obs, _, terminated, truncated, self.info = self.env.step(reply.action)
+        except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
+            _fail(episode, error, f"step {len(episode.turns) + 1}")
+            self.done = True
+            return
+        episode.turns.append(Turn(completion.prompt_ids, completion.completion_ids, reply.action,
+                                  float(self.info.get("process_reward", 0.0))))
+        episode.won = episode.won or bool(self.info.get("won", False))
+        episode.terminated = bool(terminated)
+        self.done = episode_over(terminated, truncated)
 
 
 def _fail(episode: Episode, error: Exception, where: str) -> None:
     """Mark ``episode`` failed: its turns are dropped (a half episode has no return to learn from)."""
     warnings.warn(f"the env of seed {episode.seed} raised at {where}: {type(error).__name__}: "
-                  f"{printable_line(error, limit=300)}", RuntimeWarning, stacklevel=3)
+                  f"{printable_line(error, limit=300)}", RuntimeWarning, stacklevel=5)  # collect_episodes
     episode.env_failures += 1
     episode.failed = True
     episode.turns, episode.won, episode.terminated, episode.invalid_actions = [], False, False, 0
