@@ -1,0 +1,124 @@
+"""A batch's keys and values in preallocated tensors, written in place as the batch decodes.
+
+:class:`BatchKVCache` holds, per layer, one ``[rows, kv_heads, capacity, head_dim]`` tensor of
+keys and one of values, allocated once for the whole generation (prompt + the new-token limit),
+and hands the model a ``transformers`` ``Cache`` over them: each forward pass copies its new
+keys and values into the next columns and attends over a view of the filled ones.  Nothing
+grows by concatenation (``DynamicCache`` re-allocates every layer's tensors at every decoded
+token), and the attention still only spans the columns written so far.  After each forward
+pass the caller counts its columns as written (:meth:`BatchKVCache.advance`).  Rows that finish are
+dropped with :meth:`BatchKVCache.keep_rows` (one copy of the survivors, at most once per
+finished row), so they stop costing compute.
+
+torch and transformers are imported when a cache is built (extra ``llm``).
+
+Example:
+    >>> import torch
+    >>> cache = BatchKVCache(capacity=4)
+    >>> model_cache = cache.model_cache(layers=1)
+    >>> keys, values = model_cache.update(torch.ones(2, 1, 3, 8), torch.ones(2, 1, 3, 8), 0)
+    >>> cache.advance(3)
+    >>> tuple(keys.shape), cache.length
+    ((2, 1, 3, 8), 3)
+    >>> cache.keep_rows(torch.tensor([1]))
+    >>> keys, _ = model_cache.update(torch.zeros(1, 1, 1, 8), torch.zeros(1, 1, 1, 8), 0)
+    >>> tuple(keys.shape), float(keys[0, 0, :, 0].sum())
+    ((1, 1, 4, 8), 3.0)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentgym_budget._optional import require
+
+__all__ = ["BatchKVCache"]
+
+
+class BatchKVCache:
+    """Preallocated keys and values of a batch of rows (see the module docstring).
+
+    Args:
+        capacity: the most tokens a row will hold (its prompt columns + decoded tokens fed back).
+    """
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = int(capacity)
+        self.length = 0  # columns written so far, the same for every row (rows are padded on the left)
+        self.keys: list[Any] = []  # per layer [rows, kv_heads, capacity, head_dim], allocated at first write
+        self.values: list[Any] = []
+
+    def model_cache(self, layers: int) -> Any:
+        """The ``transformers`` ``Cache`` a model's forward pass writes into (one per :class:`BatchKVCache`)."""
+        return _model_cache_class()(self, layers)
+
+    def write(self, layer: int, keys: Any, values: Any, start: int) -> None:
+        """Copy ``keys``/``values`` ``[rows, kv_heads, n, head_dim]`` into columns ``start .. start+n``."""
+        self._allocate(layer, keys, values)
+        end = start + keys.shape[-2]
+        if end > self.capacity:
+            raise ValueError(f"{end} columns do not fit a cache of capacity {self.capacity}")
+        self.keys[layer][:, :, start:end].copy_(keys)
+        self.values[layer][:, :, start:end].copy_(values)
+
+    def advance(self, columns: int) -> None:
+        """Count ``columns`` more as written (after a forward pass has written them in every layer)."""
+        self.length += int(columns)
+
+    def filled(self, layer: int) -> tuple[Any, Any]:
+        """Views of layer ``layer``'s keys and values written so far ``[rows, kv_heads, length, head_dim]``."""
+        return self.keys[layer][:, :, : self.length], self.values[layer][:, :, : self.length]
+
+    def keep_rows(self, rows: Any) -> None:
+        """Keep only ``rows`` (a 1-D index tensor), in that order: the others stop costing compute."""
+        for layer in range(len(self.keys)):
+            self.keys[layer] = self.keys[layer].index_select(0, rows.to(self.keys[layer].device))
+            self.values[layer] = self.values[layer].index_select(0, rows.to(self.values[layer].device))
+
+    def _allocate(self, layer: int, keys: Any, values: Any) -> None:
+        torch = require("torch", "llm", "the KV cache")
+        while len(self.keys) <= layer:
+            self.keys.append(None)
+            self.values.append(None)
+        if self.keys[layer] is None:
+            rows, heads, _, dim = keys.shape
+            self.keys[layer] = torch.zeros((rows, heads, self.capacity, dim), dtype=keys.dtype, device=keys.device)
+            self.values[layer] = torch.zeros((rows, heads, self.capacity, values.shape[-1]), dtype=values.dtype,
+                                             device=values.device)
+
+
+_CACHE_CLASS: Any = None
+
+
+def _model_cache_class() -> Any:
+    """The ``transformers.Cache`` subclass over a :class:`BatchKVCache`, defined once transformers is imported."""
+    global _CACHE_CLASS
+    if _CACHE_CLASS is not None:
+        return _CACHE_CLASS
+    cache_utils = require("transformers", "llm", "the KV cache").cache_utils
+
+    class PreallocatedLayer(cache_utils.DynamicLayer):
+        """One layer of a :class:`BatchKVCache`: ``update`` writes in place and returns the filled views."""
+
+        def __init__(self, store: BatchKVCache, layer: int) -> None:
+            super().__init__()
+            self.store, self.layer = store, layer
+            self.is_initialized = True
+
+        def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            start = self.store.length  # advanced by the caller once every layer has written
+            self.store.write(self.layer, key_states, value_states, start)
+            end = start + key_states.shape[-2]
+            return self.store.keys[self.layer][:, :, :end], self.store.values[self.layer][:, :, :end]
+
+        def get_seq_length(self) -> int:
+            return self.store.length
+
+    class PreallocatedCache(cache_utils.Cache):
+        def __init__(self, store: BatchKVCache, layers: int) -> None:
+            super().__init__(layers=[PreallocatedLayer(store, layer) for layer in range(layers)])
+
+    _CACHE_CLASS = PreallocatedCache
+    return _CACHE_CLASS
