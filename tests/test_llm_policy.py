@@ -267,3 +267,47 @@ def test_kv_reuse_keeps_each_rows_own_tokens_when_rows_end_at_different_steps(ti
     full = play(reuse=False)
     assert len({len(ids) for ids in full[0]}) > 1, "every row ended at the same step: the test shows nothing"
     assert play(reuse=True) == full
+
+
+def _record_forwards(model):
+    """Per forward call of ``model``: (rows fed, the cache object, its layer-0 keys' storage, its length)."""
+    calls = []
+
+    def hook(_module, args, kwargs):
+        cache = kwargs.get("cache", kwargs.get("past_key_values"))
+        store = cache.layers[0].store
+        calls.append((kwargs["input_ids"].shape[0], id(cache), store.keys[0].data_ptr() if store.keys else None,
+                      cache.get_seq_length()))
+
+    return calls, model.register_forward_pre_hook(hook, with_kwargs=True)
+
+
+def test_decoding_writes_one_preallocated_cache_in_place(tiny) -> None:
+    model, tokenizer = tiny
+    backend = HFChatBackend(model, tokenizer, reuse_prefix=False)
+    calls, handle = _record_forwards(model)
+    try:
+        backend.complete(CHATS, seeds=[0, 1, 2], sampling=Sampling(temperature=0, max_new_tokens=6))
+    finally:
+        handle.remove()
+    rows, caches, storages, lengths = zip(*calls)
+    assert len(set(caches)) == 1  # one cache for the prompt and every decoded token
+    assert len(set(storages[1:])) == 1  # allocated once (at the prompt's forward pass), then written in place
+    width = lengths[1]  # the padded prompt
+    assert list(lengths[1:]) == list(range(width, width + len(calls) - 1))
+
+
+def test_a_row_whose_reply_ended_is_no_longer_fed(tiny) -> None:
+    model, tokenizer = tiny
+    backend = HFChatBackend(model, tokenizer, reuse_prefix=False)
+    sampling = Sampling(temperature=1.5, max_new_tokens=16, stop=("e",))
+    calls, handle = _record_forwards(model)
+    try:
+        completions = backend.complete([CHATS[0]] * 6, seeds=list(range(6)), sampling=sampling)
+    finally:
+        handle.remove()
+    lengths = sorted(c.completion_tokens for c in completions)
+    assert lengths[0] < lengths[-1], "every row ended at the same step: the test shows nothing"
+    rows_fed = [rows for rows, *_ in calls[1:]]  # after the prompt: one call per fed token
+    # the token sampled at step s is fed to the rows whose replies are longer than s + 1
+    assert rows_fed == [sum(n > step + 1 for n in lengths) for step in range(lengths[-1] - 1)]
