@@ -311,3 +311,19 @@ def test_a_row_whose_reply_ended_is_no_longer_fed(tiny) -> None:
     rows_fed = [rows for rows, *_ in calls[1:]]  # after the prompt: one call per fed token
     # the token sampled at step s is fed to the rows whose replies are longer than s + 1
     assert rows_fed == [sum(n > step + 1 for n in lengths) for step in range(lengths[-1] - 1)]
+
+
+@pytest.mark.slow
+def test_the_compiled_decode_step_gives_the_eager_replies(tiny) -> None:
+    model, tokenizer = tiny
+    sampling = Sampling(temperature=0, max_new_tokens=6)
+    eager = HFChatBackend(model, tokenizer).complete(CHATS, seeds=[0, 1, 2], sampling=sampling)
+    fast = HFChatBackend(model, tokenizer, compile=True).complete(CHATS, seeds=[0, 1, 2], sampling=sampling)
+    assert [c.completion_ids for c in fast] == [c.completion_ids for c in eager]
+    for compiled_row, eager_row in zip(fast, eager):
+        assert compiled_row.logprobs == pytest.approx(eager_row.logprobs, abs=1e-4)
+
+
+def test_the_hf_policy_refuses_a_compile_setting_that_is_not_a_boolean() -> None:
+    with pytest.raises(ValueError, match="compile must be true or false, got 'yes'"):
+        make_policy("hf", model="tiny", tiny_env="KeyDoor-v0", compile="yes")

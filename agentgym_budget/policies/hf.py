@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_budget._optional import require
+from agentgym_budget.compiling import compiled
 from agentgym_budget.policies.chat import Completion, Message, Sampling
 from agentgym_budget.policies.kv_cache import BatchKVCache
 from agentgym_budget.policies.prompting import render_plain
@@ -138,10 +139,13 @@ class HFChatBackend:
             :meth:`complete`); ``False`` runs every prompt in full.
         max_cached: conversations whose keys and values are kept at most (least recently
             used dropped first; at least twice the largest batch seen).
+        compile: run the decode step (one token per row) through ``torch.compile`` (inductor,
+            dynamic shapes), eager with a warning where compiling fails.  Measured on the tiny
+            model on CPU it is slower than eager (docs/evaluation.md, "LLM rollouts").
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None,
-                 reuse_prefix: bool = True, max_cached: int = 64) -> None:
+                 reuse_prefix: bool = True, max_cached: int = 64, compile: bool = False) -> None:
         self._torch = require("torch", "llm", "the hf policy")
         if max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be >= 1, got {max_prompt_tokens}")
@@ -158,6 +162,7 @@ class HFChatBackend:
         self._prefixes: OrderedDict[Hashable, _Prefix] = OrderedDict()
         self._weights_version: int | None = None
         self.reused_tokens = self.prompt_tokens_run = 0  # how much of the prompts the cache spared
+        self._decode_step = compiled(model, enabled=compile, dynamic=True)
 
     def fit(self, conversation: Sequence[Message]) -> list[int]:
         """The prompt ids of ``conversation`` under the context limit (oldest turns dropped first)."""
@@ -243,8 +248,8 @@ class HFChatBackend:
     def _step(self, batch: _Batch, tokens: Any) -> None:
         """Feed each row its sampled token: one forward pass writing one column of the cache."""
         mask = batch.mask[:, : batch.cache.length + 1] if batch.mask is not None else None
-        out = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=batch.next_position,
-                         use_cache=True, **{self._cache_arg: batch.model_cache})
+        out = self._decode_step(input_ids=tokens[:, None], attention_mask=mask, position_ids=batch.next_position,
+                                use_cache=True, **{self._cache_arg: batch.model_cache})
         batch.cache.advance(1)
         batch.next_position += 1
         batch.logits = out.logits[:, -1, :]

@@ -152,14 +152,17 @@ def _sampling(temperature: float, top_p: float, max_new_tokens: int, stop: Seque
 def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: float = 0.7, top_p: float = 1.0,
                    max_new_tokens: int = 48, stop: Sequence[str] | str | None = None, max_prompt_tokens: int = 2048,
                    device: str | None = None, tiny_env: str = "ALFWorld-v0", model_kwargs: dict[str, Any] | None = None,
-                   **options: Any) -> LLMPolicy:
+                   compile: bool = False, **options: Any) -> LLMPolicy:
     """The ``hf`` policy: a local causal LM (``model``: a loaded model, a path/hub name, or ``"tiny"``).
 
     ``"tiny"`` builds the offline tiny model with a tokenizer trained on ``tiny_env``'s text.
+    ``compile``: the decode step through ``torch.compile`` (see :class:`~agentgym_budget.policies.hf.HFChatBackend`).
     ``options`` go to :class:`LLMPolicy` (``show_budget``, ``list_admissible``, ...).
     """
     from agentgym_budget.policies.hf import HFChatBackend, load_model_and_tokenizer
 
+    if not isinstance(compile, bool):
+        raise ValueError(f"compile must be true or false, got {compile!r}")
     label = model if isinstance(model, str) else type(model).__name__
     if isinstance(model, str):
         model, tokenizer = load_model_and_tokenizer(model, tokenizer, tiny_env=tiny_env, **(model_kwargs or {}))
@@ -167,7 +170,8 @@ def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: f
         raise ValueError("the hf policy needs a tokenizer with a model object (or a model path to load both from)")
     if device is not None:
         model = model.to(device)
-    backend = HFChatBackend(model.eval(), tokenizer, max_prompt_tokens=max_prompt_tokens, name=f"hf({label})")
+    backend = HFChatBackend(model.eval(), tokenizer, max_prompt_tokens=max_prompt_tokens, name=f"hf({label})",
+                            compile=compile)
     return LLMPolicy(backend, _sampling(temperature, top_p, max_new_tokens, stop), **options)
 
 

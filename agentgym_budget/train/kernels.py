@@ -12,8 +12,8 @@
   one function that inductor fuses into a few loops.
 
 Both run eagerly by default; ``compile=True`` wraps the per-chunk math (or the loss) with
-:func:`compiled`, which falls back to the eager function with a warning when no compiler
-works (no C++ compiler, an unsupported platform, an inductor bug).
+:func:`~agentgym_budget.compiling.compiled`, which falls back to the eager function with a
+warning when no compiler works (no C++ compiler, an unsupported platform, an inductor bug).
 
 Example:
     >>> import torch
@@ -27,13 +27,12 @@ Example:
 
 from __future__ import annotations
 
-import functools
-import warnings
-from collections.abc import Callable
 from typing import Any
 
 import torch
 import torch.nn.functional as F
+
+from agentgym_budget.compiling import compiled
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -46,41 +45,6 @@ __all__ = [
 
 #: Tokens per chunk: 512 × 151,936 float32 logits = 311 MB live at a time.
 DEFAULT_CHUNK_SIZE = 512
-
-
-# -- compile with a fallback ------------------------------------------------------------
-def compiled(fn: Callable[..., Any], *, enabled: bool = True, **compile_kwargs: Any) -> Callable[..., Any]:
-    """``torch.compile(fn)``, falling back to ``fn`` (with one warning) if compiling fails.
-
-    ``torch.compile`` compiles lazily, so failures (no C++ compiler for inductor on CPU, no
-    Triton on GPU, an unsupported Python) surface at the first call: the wrapper catches
-    them there, warns once and runs eagerly from then on.
-    """
-    if not enabled:
-        return fn
-    try:
-        compiled_fn = torch.compile(fn, **compile_kwargs)
-    except Exception as e:  # noqa: BLE001 — any failure to set up compilation means "run eagerly"
-        warnings.warn(f"torch.compile unavailable for {fn.__name__} ({e!r}); running eagerly", stacklevel=2)
-        return fn
-    use_eager = False
-
-    @functools.wraps(fn)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        nonlocal use_eager
-        if use_eager:
-            return fn(*args, **kwargs)
-        try:
-            return compiled_fn(*args, **kwargs)
-        except Exception as e:  # noqa: BLE001 — compiler failures have many types; eager re-raises user errors
-            use_eager = True
-            warnings.warn(
-                f"torch.compile failed for {fn.__name__} ({type(e).__name__}: {str(e)[:300]}); running eagerly",
-                stacklevel=2,
-            )
-            return fn(*args, **kwargs)
-
-    return run
 
 
 # -- token log-probs ----------------------------------------------------------------------
