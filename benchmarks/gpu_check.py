@@ -9,7 +9,7 @@ b. **Decode turns/s** at batch 1, 32 and 128 with a randomly initialised Qwen2.5
    ``Qwen2ForCausalLM`` (24 layers, hidden 896, 14/2 heads; no download) in bfloat16, through
    :class:`~agentgym_budget.policies.hf.HFChatBackend`: a turn is a 256-token prompt and 48
    sampled tokens (no end-of-sequence token: every row runs to the limit), eager decode step
-   and compiled decode step.
+   and compiled decode step (``HFChatBackend(compile=True)``; left out of the dry run).
 c. **Five trainer updates** of the tiny model (``TrainConfig(model="tiny", device="cuda")``):
    rollout and optimizer seconds per update.
 
@@ -119,20 +119,23 @@ def decode_rows(shapes: Shapes) -> list[tuple[str, str, str]]:
     sampling = Sampling(temperature=1.0, max_new_tokens=shapes.new_tokens)
     rng = np.random.default_rng(0)
     rows = []
-    for batch in shapes.batches:
-        backend = HFChatBackend(model, _NoText(), reuse_prefix=False, name="qwen2.5-0.5b-shaped")
-        prompts = rng.integers(1, shapes.vocab, size=(batch, shapes.prompt_tokens)).tolist()
-        backend.generate(prompts, list(range(batch)), sampling)  # warm-up (allocator, kernels)
-        seconds = []
-        for _ in range(shapes.repeats):
-            _synchronize(shapes.device)
-            start = time.perf_counter()
-            backend.generate(prompts, list(range(batch)), sampling)
-            _synchronize(shapes.device)
-            seconds.append(time.perf_counter() - start)
-        median = statistics.median(seconds)
-        rows.append(("b. decode", f"batch {batch}, eager step",
-                     f"{batch / median:.1f} turns/s ({1000 * median / shapes.new_tokens:.1f} ms/token step)"))
+    # the dry run leaves the compiled step out: compiling takes minutes on CPU (a slow test covers it)
+    for compile_step in (False,) if shapes.device == "cpu" else (False, True):
+        backend = HFChatBackend(model, _NoText(), reuse_prefix=False, name="qwen2.5-0.5b-shaped",
+                                compile=compile_step)
+        for batch in shapes.batches:
+            prompts = rng.integers(1, shapes.vocab, size=(batch, shapes.prompt_tokens)).tolist()
+            backend.generate(prompts, list(range(batch)), sampling)  # warm-up (allocator, kernels, compiling)
+            seconds = []
+            for _ in range(shapes.repeats):
+                _synchronize(shapes.device)
+                start = time.perf_counter()
+                backend.generate(prompts, list(range(batch)), sampling)
+                _synchronize(shapes.device)
+                seconds.append(time.perf_counter() - start)
+            median = statistics.median(seconds)
+            rows.append(("b. decode", f"batch {batch}, {'compiled' if compile_step else 'eager'} step",
+                         f"{batch / median:.1f} turns/s ({1000 * median / shapes.new_tokens:.1f} ms/token step)"))
     return rows
 
 

@@ -15,11 +15,16 @@ replies run to the new-token limit — the worst case for generation time):
    through the ``openai`` policy; turns per second of each.  Skipped, saying so, when
    ``llama-cpp-python[server]`` is not installed (extra ``serve-test``).
 
-Also printed: milliseconds per turn at batch 1 (target <= 150 ms with 48 new tokens).
+Also printed, per local run: CPU-ms per turn (target at batch 1: <= 60), CPU-ms per decode
+step — one token for every row in flight — (target at batch 32: <= 3), prompt tokens run per
+turn next to those reused from the episode's KV cache (target: the new observation and template
+only), and the time outside the model.  ``--compile`` runs the local rows a second time with
+the decode step through ``torch.compile`` (``HFChatBackend(compile=True)``), side by side.
 
 Run:
     python benchmarks/llm_rollout_throughput.py                # about 3-6 minutes on 2 cores
     python benchmarks/llm_rollout_throughput.py --episodes-batched 32 --turns 8 --skip-served
+    python benchmarks/llm_rollout_throughput.py --compile --skip-served   # eager and compiled decode step
 """
 
 from __future__ import annotations
@@ -34,26 +39,46 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 ENV_ID = "ALFWorld-Budget-v0"
 
 
-class TimedBackend:
-    """Wraps an HFChatBackend and adds up the seconds spent generating (forward passes + sampler)."""
+class ModelTimer:
+    """Adds up the time an HFChatBackend spends in the model: prompt passes, decode steps, the sampler.
+
+    It wraps the backend's own methods in place (the policy keeps talking to the backend itself,
+    so per-episode KV reuse stays on).
+    """
 
     def __init__(self, backend):
-        self.backend, self.name = backend, backend.name
-        self.model_seconds, self.calls = 0.0, 0
-        decode = backend._decode
+        self.backend = backend
+        self.reset()
+        decode, step = backend._decode, backend._step
 
         def timed_decode(*args, **kwargs):
-            start = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.process_time()
             try:
                 return decode(*args, **kwargs)
             finally:
-                self.model_seconds += time.perf_counter() - start
-                self.calls += 1
+                self.wall += time.perf_counter() - wall
+                self.cpu += time.process_time() - cpu
 
-        backend._decode = timed_decode
+        def timed_step(*args, **kwargs):
+            cpu = time.process_time()
+            try:
+                return step(*args, **kwargs)
+            finally:
+                self.step_cpu += time.process_time() - cpu
+                self.steps += 1
 
-    def complete(self, conversations, seeds, sampling):
-        return self.backend.complete(conversations, seeds, sampling)
+        backend._decode, backend._step = timed_decode, timed_step
+
+    def reset(self) -> None:
+        self.wall = self.cpu = self.step_cpu = 0.0
+        self.steps = 0
+        self.prompt_tokens_run = self.backend.prompt_tokens_run
+        self.reused_tokens = self.backend.reused_tokens
+
+    def prompt_tokens(self) -> tuple[int, int]:
+        """(prompt tokens run, prompt tokens reused from the cache) since :meth:`reset`."""
+        return (self.backend.prompt_tokens_run - self.prompt_tokens_run,
+                self.backend.reused_tokens - self.reused_tokens)
 
 
 def run(policy, episodes: int, turns: int, concurrency: int) -> tuple[float, float, int, list]:
@@ -72,7 +97,7 @@ def run(policy, episodes: int, turns: int, concurrency: int) -> tuple[float, flo
     return time.perf_counter() - wall, time.process_time() - cpu, sum(r.turns for r in records), records
 
 
-def local(args: argparse.Namespace) -> None:
+def local(args: argparse.Namespace, compile_step: bool) -> None:
     import torch
 
     from agentgym_budget.policies.chat import Sampling
@@ -83,27 +108,35 @@ def local(args: argparse.Namespace) -> None:
     torch.set_num_threads(args.threads)
     model, tokenizer = tiny_model_and_tokenizer("ALFWorld-v0")
     sampling = Sampling(temperature=1.0, max_new_tokens=args.new_tokens)
-    timed = TimedBackend(HFChatBackend(model, tokenizer, name="hf(tiny)"))
-    policy = LLMPolicy(timed, sampling)
-    run(policy, 2, 2, 2)  # warm-up: first-call costs (allocator, kernels) out of the figures
+    backend = HFChatBackend(model, tokenizer, name="hf(tiny)", compile=compile_step)
+    timer = ModelTimer(backend)
+    policy = LLMPolicy(backend, sampling)
+    run(policy, 2, 2, 2)  # warm-up: first-call costs (allocator, kernels, compiling) out of the figures
+    run(policy, args.batch, 2, args.batch)  # the batched shapes too (a compiled step specialises on them)
 
-    timed.model_seconds = 0.0
-    s1, c1, n1, r1 = run(policy, args.episodes_single, args.turns, 1)
-    model1 = timed.model_seconds
-    timed.model_seconds = 0.0
-    sn, cn, nn, rn = run(policy, args.episodes_batched, args.turns, args.batch)
-    modeln = timed.model_seconds
-    tokens1 = sum(r.completion_tokens for r in r1) / n1
-    same = rn[: len(r1)] == r1
+    figures = {}
+    for batch, episodes in ((1, args.episodes_single), (args.batch, args.episodes_batched)):
+        timer.reset()
+        wall, cpu, turns, records = run(policy, episodes, args.turns, batch)
+        run_tokens, reused = timer.prompt_tokens()
+        figures[batch] = dict(wall=wall, cpu=cpu, turns=turns, records=records, model_wall=timer.wall,
+                              step_ms=1000 * timer.step_cpu / max(timer.steps, 1), run_tokens=run_tokens / turns,
+                              reused=reused / turns, new=sum(r.completion_tokens for r in records) / turns)
+    one, many = figures[1], figures[args.batch]
+    same = many["records"][: len(one["records"])] == one["records"]
     print(f"local HF tiny model, {ENV_ID}, T={args.turns}, {args.new_tokens} new tokens max, "
-          f"torch threads {args.threads}")
-    print(f"  batch 1 : {n1:5d} turns, wall {s1:7.2f} s = {n1 / s1:6.2f} turns/s, CPU {c1:7.2f} s = {n1 / c1:6.2f} "
-          f"turns/CPU-s  ({1000 * c1 / n1:.0f} CPU-ms/turn, {tokens1:.1f} new tokens/turn, outside the model "
-          f"{100 * (s1 - model1) / s1:.1f} %)")
-    print(f"  batch {args.batch:<2d}: {nn:5d} turns, wall {sn:7.2f} s = {nn / sn:6.2f} turns/s, CPU {cn:7.2f} s = "
-          f"{nn / cn:6.2f} turns/CPU-s  (outside the model {100 * (sn - modeln) / sn:.1f} % of wall time)")
-    print(f"  ratio batch {args.batch} / batch 1: {(nn / sn) / (n1 / s1):.1f}x turns/s (wall), "
-          f"{(nn / cn) / (n1 / c1):.1f}x turns/CPU-s; the {len(r1)} shared episodes identical: {same}")
+          f"torch threads {args.threads}, decode step {'compiled' if compile_step else 'eager'}")
+    for batch, f in figures.items():
+        print(f"  batch {batch:<2d}: {f['turns']:5d} turns, wall {f['wall']:7.2f} s = {f['turns'] / f['wall']:6.2f} "
+              f"turns/s, CPU {f['cpu']:7.2f} s = {f['turns'] / f['cpu']:6.2f} turns/CPU-s "
+              f"({1000 * f['cpu'] / f['turns']:.0f} CPU-ms/turn)")
+        print(f"            {f['step_ms']:.2f} CPU-ms per decode step (one token for every row in flight), "
+              f"{f['new']:.1f} new tokens/turn, prompt tokens per turn: {f['run_tokens']:.0f} run + "
+              f"{f['reused']:.0f} reused from the cache, outside the model {100 * (f['wall'] - f['model_wall']) / f['wall']:.1f} % "
+              f"of wall time")
+    print(f"  ratio batch {args.batch} / batch 1: {(many['turns'] / many['wall']) / (one['turns'] / one['wall']):.1f}x "
+          f"turns/s (wall), {(many['turns'] / many['cpu']) / (one['turns'] / one['cpu']):.1f}x turns/CPU-s; "
+          f"the {len(one['records'])} shared episodes identical: {same}")
 
 
 def served(args: argparse.Namespace) -> None:
@@ -146,10 +179,12 @@ def main() -> None:
     parser.add_argument("--served-concurrency", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (and llama.cpp's)")
     parser.add_argument("--skip-served", action="store_true")
+    parser.add_argument("--compile", action="store_true", help="also run the local rows with the compiled decode step")
     args = parser.parse_args()
     import agentgym_budget  # noqa: F401  (registers the envs)
 
-    local(args)
+    for compile_step in (False, True) if args.compile else (False,):
+        local(args, compile_step)
     if not args.skip_served:
         served(args)
 
