@@ -133,7 +133,8 @@ def decode_rows(shapes: Shapes, compile_step: bool) -> list[tuple[str, str, str]
             seconds.append(time.perf_counter() - start)
         median = statistics.median(seconds)
         rows.append(("b. decode", f"batch {batch}, {'compiled' if compile_step else 'eager'} step",
-                     f"{batch / median:.1f} turns/s ({1000 * median / shapes.new_tokens:.1f} ms per new token, prompt pass included)"))
+                     f"{batch / median:.1f} turns/s ({1000 * median / shapes.new_tokens:.1f} ms per new token, "
+                     "prompt pass included)"))
     return rows
 
 

@@ -132,8 +132,8 @@ def local(args: argparse.Namespace, compile_step: bool) -> None:
               f"({1000 * f['cpu'] / f['turns']:.0f} CPU-ms/turn)")
         print(f"            {f['step_ms']:.2f} CPU-ms per decode step (one token for every row in flight), "
               f"{f['new']:.1f} new tokens/turn, prompt tokens per turn: {f['run_tokens']:.0f} run + "
-              f"{f['reused']:.0f} reused from the cache, outside the model {100 * (f['wall'] - f['model_wall']) / f['wall']:.1f} % "
-              f"of wall time")
+              f"{f['reused']:.0f} reused from the cache, outside the model "
+              f"{100 * (f['wall'] - f['model_wall']) / f['wall']:.1f} % of wall time")
     print(f"  ratio batch {args.batch} / batch 1: {(many['turns'] / many['wall']) / (one['turns'] / one['wall']):.1f}x "
           f"turns/s (wall), {(many['turns'] / many['cpu']) / (one['turns'] / one['cpu']):.1f}x turns/CPU-s; "
           f"the {len(one['records'])} shared episodes identical: {same}")

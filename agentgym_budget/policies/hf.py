@@ -220,18 +220,12 @@ class HFChatBackend:
         device = next(self.model.parameters()).device
         batch = self._prefill(prompts, self._reusable(prompts, keys), device, sampling.max_new_tokens)
         generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
-        eos = self.tokenizer.eos_token_id
         stopper = _StopStrings(self.tokenizer, sampling.stop, len(prompts))
         replies: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         for step in range(sampling.max_new_tokens):
-            tokens, token_logprobs = _sample(torch, batch.logits, [generators[r] for r in batch.rows], sampling)
-            ended = []  # places in the batch of the rows whose reply is complete
-            for place, (row, token, logprob) in enumerate(zip(batch.rows, tokens.tolist(), token_logprobs.tolist())):
-                replies[row].append(token)
-                logprobs[row].append(logprob)
-                if token == eos or stopper.hit(row, token):
-                    ended.append(place)
+            tokens, ended = self._sample_next(batch, [generators[r] for r in batch.rows], sampling, stopper,
+                                              replies, logprobs)
             if step == sampling.max_new_tokens - 1:
                 ended = list(range(len(batch.rows)))
             if ended and keys is not None:
@@ -239,11 +233,23 @@ class HFChatBackend:
             if len(ended) == len(batch.rows):
                 break
             if ended:  # compact: the ended rows stop costing compute (one copy of the cache per ending step)
-                running = torch.tensor([p for p in range(len(batch.rows)) if p not in set(ended)], device=device)
+                running = torch.tensor(sorted(set(range(len(batch.rows))) - set(ended)), device=device)
                 batch.keep(running)
                 tokens = tokens.index_select(0, running)
             self._step(batch, tokens)
         return replies, logprobs
+
+    def _sample_next(self, batch: _Batch, generators: list[Any], sampling: Sampling, stopper: _StopStrings,
+                     replies: list[list[int]], logprobs: list[list[float]]) -> tuple[Any, list[int]]:
+        """Sample each row's next token into its reply; ``(tokens, places of the rows whose reply ended)``."""
+        tokens, token_logprobs = _sample(self._torch, batch.logits, generators, sampling)
+        ended = []
+        for place, (row, token, logprob) in enumerate(zip(batch.rows, tokens.tolist(), token_logprobs.tolist())):
+            replies[row].append(token)
+            logprobs[row].append(logprob)
+            if token == self.tokenizer.eos_token_id or stopper.hit(row, token):
+                ended.append(place)
+        return tokens, ended
 
     def _step(self, batch: _Batch, tokens: Any) -> None:
         """Feed each row its sampled token: one forward pass writing one column of the cache."""
@@ -326,7 +332,7 @@ class HFChatBackend:
 
     def _keep(self, keys: Sequence[Hashable], prompts: list[list[int]], replies: list[list[int]], batch: _Batch,
               places: Sequence[int]) -> None:
-        """Keep the keys and values of the rows at ``places`` for the tokens they were fed (prompt + reply but its last)."""
+        """Keep the keys and values of the rows at ``places`` for the tokens they were fed (all but the last)."""
         torch = self._torch
         for place in places:
             row = batch.rows[place]
@@ -338,7 +344,8 @@ class HFChatBackend:
             kv = []
             for layer in range(len(batch.cache.keys)):
                 k, v = batch.cache.filled(layer)
-                kv.append((k[place].index_select(1, columns.to(k.device)), v[place].index_select(1, columns.to(v.device))))
+                columns = columns.to(k.device)
+                kv.append((k[place].index_select(1, columns), v[place].index_select(1, columns)))
             self._prefixes[keys[row]] = _Prefix(ids, kv)
             self._prefixes.move_to_end(keys[row])
         self.max_cached = max(self.max_cached, 2 * len(keys))
