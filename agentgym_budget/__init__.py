@@ -14,7 +14,7 @@ layers below it (``tests/test_layering.py`` checks every import)::
     policies                       what acts: baselines, LLM policies
     envs                           the text envs, their registry, the budgeted-env factory
     wrappers                       TurnBudget, budget schedules, ProcessReward
-    _optional, text, flags         optional-backend imports, text, flags from settings dataclasses
+    _optional, text, flags, seeds  optional-backend imports, text, flags from settings dataclasses, seed streams
 
 A higher layer hands what it owns to a lower one instead of being imported by it: the CLI
 passes a ``RayExecutor`` to ``evaluate(executor=...)`` and ``RayRolloutPool.for_config`` to

@@ -23,7 +23,7 @@ from agentgym_budget.eval.evaluate import build_jobs, resolve_mode
 from agentgym_budget.eval.process_pool import ProcessPoolExecutor, die_with_parent
 from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
 from agentgym_budget.eval.runner import EpisodeRunner, RolloutSpec, SerialExecutor
-from agentgym_budget.eval.seeds import attempt_seed, task_seed
+from agentgym_budget.seeds import attempt_seed, task_seed
 from agentgym_budget.wrappers import TurnBudget
 
 ENV_ID = "EvalCorridor-v0"

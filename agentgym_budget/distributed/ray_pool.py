@@ -11,7 +11,7 @@ new policy per update pays one object-store transfer per actor and update, and n
 the env.
 
 Results are identical to the local executors': every seed of an episode derives only from
-(base seed, task, attempt) (see :mod:`agentgym_budget.eval.seeds`), never from which actor
+(base seed, task, attempt) (see :mod:`agentgym_budget.seeds`), never from which actor
 runs it or when, and records are returned in the order of the jobs.
 
 Faults: jobs are handed out in chunks, a few per actor ahead of time.  If an actor dies

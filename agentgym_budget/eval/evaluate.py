@@ -55,10 +55,10 @@ from agentgym_budget.eval.process_pool import make_executor
 from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord, records_for_budget
 from agentgym_budget.eval.results import PassKTResult
 from agentgym_budget.eval.runner import Executor, RolloutSpec, SerialExecutor
-from agentgym_budget.eval.seeds import task_seed
 from agentgym_budget.eval.signals import sigterm_as_interrupt
 from agentgym_budget.eval.transcripts import wants_transcripts
 from agentgym_budget.policies.base import POLICIES, Policy, make_policy
+from agentgym_budget.seeds import task_seed
 from agentgym_budget.text import redact_url
 
 __all__ = ["EvaluationPlan", "RepeatedGamesWarning", "build_jobs", "evaluate", "plan_evaluation", "policy_settings",

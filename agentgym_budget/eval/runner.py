@@ -9,7 +9,7 @@ for the actions of all running episodes in one
 for a local model, concurrent requests for a served one), steps their envs, and starts the
 next jobs in the places of those that ended.  A plain policy runs as a
 :class:`~agentgym_budget.policies.base.SequentialBatchPolicy`; since each episode's seeds are
-its own (:mod:`~agentgym_budget.eval.seeds`), the records do not depend on the concurrency.
+its own (:mod:`~agentgym_budget.seeds`), the records do not depend on the concurrency.
 
 The budget is forced per episode with ``reset(options={"budget": T})`` on the env's
 :class:`~agentgym_budget.wrappers.TurnBudget`, which alone ends an episode for lack of turns
@@ -44,8 +44,8 @@ from agentgym_budget.eval.records import (
     transcript_turn,
     turn_facts,
 )
-from agentgym_budget.eval.seeds import attempt_seed, task_seed
 from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
+from agentgym_budget.seeds import attempt_seed, task_seed
 from agentgym_budget.wrappers.budget import TurnBudget
 
 __all__ = ["EpisodeInFlight", "EpisodeRunner", "Executor", "RecordCallback", "RolloutSpec", "SerialExecutor",
