@@ -15,7 +15,7 @@ layers below it (``tests/test_layering.py`` checks every import)::
     envs                           the text envs, their registry, the budgeted-env factory
     wrappers                       TurnBudget, budget schedules, ProcessReward
     _optional, text, flags,        optional-backend imports, text, flags from settings dataclasses,
-    compiling                      torch.compile with a fallback to eager
+    compiling, seeds               torch.compile with a fallback to eager, seed streams
 
 A higher layer hands what it owns to a lower one instead of being imported by it: the CLI
 passes a ``RayExecutor`` to ``evaluate(executor=...)`` and ``RayRolloutPool.for_config`` to

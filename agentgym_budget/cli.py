@@ -185,7 +185,7 @@ def _check_env_builds(plan: Any) -> None:
 
     from agentgym_budget._optional import MissingBackendError
     from agentgym_budget.eval.runner import RolloutSpec
-    from agentgym_budget.eval.seeds import task_seed
+    from agentgym_budget.seeds import task_seed
 
     given = " ".join(f"--env-arg {k}={v!r}" for k, v in plan.env_kwargs.items())
     where = f"--env {plan.env_id}" + (f" with {given}" if given else "")

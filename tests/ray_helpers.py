@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import os
-from agentgym_budget.eval.seeds import attempt_seed
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
+from agentgym_budget.seeds import attempt_seed
 
 
 class _OnTask(NoisyExpertPolicy):

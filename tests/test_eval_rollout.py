@@ -22,8 +22,8 @@ from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.evaluate import build_jobs, resolve_mode
 from agentgym_budget.eval.process_pool import ProcessPoolExecutor, die_with_parent
 from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
-from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
-from agentgym_budget.eval.seeds import attempt_seed, task_seed
+from agentgym_budget.eval.runner import EpisodeRunner, RolloutSpec, SerialExecutor
+from agentgym_budget.seeds import attempt_seed, task_seed
 from agentgym_budget.wrappers import TurnBudget
 
 ENV_ID = "EvalCorridor-v0"
@@ -63,6 +63,26 @@ def test_budgeted_env_lifts_the_time_limit_and_forces_budgets() -> None:
     assert isinstance(make_budget_env(ENV_ID, 30), TurnBudget)  # what RolloutSpec.make_env builds
     with pytest.raises(ValueError, match="budget"):
         RolloutSpec(ENV_ID, "noisy-expert", seed=0, max_budget=30, env_kwargs={"budget": 5}).make_env()
+
+
+def test_the_env_s_turn_budget_alone_ends_a_job_at_its_budget() -> None:
+    class Look:  # never wins nor loses: only the budget ends its episodes
+        name, reads_budget = "look", False
+
+        def reset(self, seed: int | None = None) -> None:
+            pass
+
+        def act(self, obs: str, info: dict[str, Any]) -> str:
+            return "look"
+
+    spec = RolloutSpec(ENV_ID, Look(), seed=0, max_budget=30)  # the env's own TimeLimit (6) is lifted
+    runner = EpisodeRunner(spec, [spec.make_env()])
+    try:
+        assert [r.turns for r in runner.run([EpisodeJob(0, 0, 7), EpisodeJob(1, 0, 25)])] == [7, 25]
+    finally:
+        runner.close()
+    with pytest.raises(ValueError, match="TurnBudget.*spec.make_env"):  # no budget of its own to fall back on
+        EpisodeRunner(spec, [gym.make(ENV_ID)])
 
 
 def test_episode_records_are_reproducible() -> None:

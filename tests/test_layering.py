@@ -2,7 +2,7 @@
 
 The layers, bottom to top (documented in ``agentgym_budget/__init__.py``)::
 
-    _optional, text, flags, compiling  <  wrappers  <  envs  <  policies  <  eval  <  train, integrations  <  distributed  <  cli
+    _optional, text, flags, compiling, seeds  <  wrappers  <  envs  <  policies  <  eval  <  train, integrations  <  distributed  <  cli
 
 A module may import its own layer and any layer below it.  Every import statement counts —
 at module level, inside functions, under ``TYPE_CHECKING`` — since each is a dependency.
@@ -23,6 +23,7 @@ LAYERS: dict[str, int] = {
     "text": 0,
     "flags": 0,
     "compiling": 0,
+    "seeds": 0,
     "wrappers": 1,
     "envs": 2,
     "": 2,  # the package root: importing it registers the envs

@@ -16,9 +16,9 @@ from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import EPISODES_FILE, EvaluationInterrupted, read_episodes
 from agentgym_budget.eval.records import EpisodeJob
 from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
-from agentgym_budget.eval.seeds import task_seed
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, read_transcripts
 from agentgym_budget.policies.base import make_policy
+from agentgym_budget.seeds import task_seed
 from interrupts import stop_after
 
 ENV_ID = "KeyDoor-Budget-v0"

@@ -1,6 +1,7 @@
 """Episode rollouts on a Ray cluster: a pool of actors implementing the evaluator's ``Executor``.
 
-:class:`RayExecutor` runs :class:`~agentgym_budget.eval.records.EpisodeJob` s on Ray actors.
+:class:`RayExecutor` runs :class:`~agentgym_budget.eval.records.EpisodeJob` s on Ray actors
+(:class:`~agentgym_budget.distributed.actor.EpisodeActor`, the trainer's rollout pool's too).
 Each actor builds its own env and policy from the (picklable)
 :class:`~agentgym_budget.eval.runner.RolloutSpec` — env id + kwargs, policy name + kwargs or
 a policy object — so no env object ever crosses the wire.  The spec is put once into the
@@ -10,7 +11,7 @@ new policy per update pays one object-store transfer per actor and update, and n
 the env.
 
 Results are identical to the local executors': every seed of an episode derives only from
-(base seed, task, attempt) (see :mod:`agentgym_budget.eval.seeds`), never from which actor
+(base seed, task, attempt) (see :mod:`agentgym_budget.seeds`), never from which actor
 runs it or when, and records are returned in the order of the jobs.
 
 Faults: jobs are handed out in chunks, a few per actor ahead of time.  If an actor dies
@@ -42,8 +43,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentgym_budget._optional import require
+from agentgym_budget.distributed.actor import EpisodeActor
 from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
-from agentgym_budget.eval.runner import EpisodeRunner, RecordCallback, RolloutSpec
+from agentgym_budget.eval.runner import RecordCallback, RolloutSpec
 from agentgym_budget.policies.served import ServedModelError
 
 __all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray", "init_ray", "keep_sigterm_handler"]
@@ -59,46 +61,6 @@ class ActorPoolExhaustedError(RuntimeError):
 def import_ray() -> Any:
     """``import ray``, or a :class:`~agentgym_budget._optional.MissingBackendError` naming the extra."""
     return require("ray", "ray", "the Ray backend (--backend ray)")
-
-
-class EpisodeWorker:
-    """The actor body: one :class:`~agentgym_budget.eval.runner.EpisodeRunner`, rebuilt when the run's spec changes.
-
-    ``spec_box`` is ``[ObjectRef]`` (a list, so Ray does not resolve the reference on every
-    call): the actor fetches the spec only when ``spec_key`` differs from the last one.
-    """
-
-    def __init__(self, setup: Callable[[], None] | None = None) -> None:
-        import agentgym_budget  # noqa: F401  (registers the env ids in this worker process)
-
-        if setup is not None:
-            setup()
-        self._spec_key: str | None = None
-        self._runner: EpisodeRunner | None = None
-
-    def run_chunk(self, spec_key: str, spec_box: list[Any], jobs: list[EpisodeJob]) -> list[EpisodeRecord]:
-        if spec_key != self._spec_key:
-            self._load(spec_key, spec_box[0])
-        assert self._runner is not None
-        return self._runner.run(jobs)
-
-    def _load(self, spec_key: str, spec_ref: Any) -> None:
-        import ray
-
-        spec: RolloutSpec = ray.get(spec_ref)
-        old = self._runner.spec if self._runner is not None else None
-        same_env = old is not None and (old.env_id, old.max_budget, old.env_kwargs) == (
-            spec.env_id, spec.max_budget, spec.env_kwargs)
-        envs = self._runner.envs if same_env and self._runner is not None else None
-        if not same_env and self._runner is not None:
-            self._runner.close()
-        self._runner = EpisodeRunner(spec, envs)
-        self._spec_key = spec_key
-
-    def pid(self) -> int:
-        import os
-
-        return os.getpid()
 
 
 @dataclass
@@ -204,7 +166,7 @@ class RayExecutor:
         return list(self._actors)
 
     def _new_actor(self) -> Any:
-        remote_class = self._ray.remote(EpisodeWorker).options(num_cpus=self.cpus_per_actor)
+        remote_class = self._ray.remote(EpisodeActor).options(num_cpus=self.cpus_per_actor)
         return remote_class.remote(self.worker_setup)
 
     # -- running --------------------------------------------------------------------------

@@ -9,9 +9,10 @@ the number of actors.  The trainer gets the pool as a factory:
 ``Trainer(config, rollout_pool=RayRolloutPool.for_config)`` (what ``agentgym-budget train
 --rollout-backend ray`` does).
 
-The pool ships the model and tokenizer to each actor once, and then the policy's weights
-once per update: one ``ray.put`` of the state dict, fetched by each actor from the object
-store.  Each actor keeps its env copies across updates.  If an actor dies, its shards are run
+The actors are :class:`~agentgym_budget.distributed.actor.EpisodeActor` s, the evaluator's
+Ray executor's too.  The pool ships the config, model and tokenizer to each actor once, and then
+the policy's weights once per update: one ``ray.put`` of the state dict, fetched by each actor
+from the object store.  Each actor keeps its env copies across updates.  If an actor dies, its shards are run
 again on a fresh actor (episodes are a pure function of weights, seeds and sampling seed, so
 the re-run is the same episodes).
 
@@ -30,43 +31,11 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
+from agentgym_budget.distributed.actor import EpisodeActor
 from agentgym_budget.distributed.ray_pool import ActorPoolExhaustedError, import_ray, init_ray
-from agentgym_budget.train.sharding import set_budget_progress, shard_seeds
+from agentgym_budget.train.sharding import shard_seeds
 
 __all__ = ["RayRolloutPool"]
-
-
-class RolloutWorker:
-    """The actor body: a CPU copy of the model, the tokenizer, and env copies kept across updates."""
-
-    def __init__(self, config: Any, model_box: list[Any], torch_threads: int) -> None:
-        import ray
-        import torch
-
-        import agentgym_budget  # noqa: F401  (registers the env ids in this process)
-
-        torch.set_num_threads(torch_threads)  # the driver's: same kernels, same numerics
-        self.config = config
-        self.model, self.tokenizer = ray.get(model_box[0])
-        self.envs: list[Any] = []
-        self._weights_key: str | None = None
-
-    def collect(self, weights_key: str, weights_box: list[Any], seeds: list[int], sampling_seed: int,
-                episodes_done: int, env_steps_done: int) -> list[Any]:
-        import ray
-
-        from agentgym_budget.train.rollout import collect_episodes, make_train_env
-
-        if weights_key != self._weights_key:  # once per update: fetch the new weights
-            self.model.load_state_dict(ray.get(weights_box[0]))
-            self._weights_key = weights_key
-        while len(self.envs) < len(seeds):
-            self.envs.append(make_train_env(self.config))
-        envs = self.envs[:len(seeds)]
-        set_budget_progress(envs, episodes_done, env_steps_done)
-        episodes = collect_episodes(self.model, self.tokenizer, envs, seeds, self.config, sampling_seed=sampling_seed)
-        self.envs[:len(seeds)] = envs  # an env that raised comes back replaced (collect_episodes' fault policy)
-        return episodes
 
 
 class RayRolloutPool:
@@ -96,7 +65,8 @@ class RayRolloutPool:
             init_ray(ray, address)
             self._started_ray = True
         self._torch_threads = torch.get_num_threads()
-        self._model_ref = ray.put((_cpu_copy(model), tokenizer))
+        self._model_ref = ray.put((config, _cpu_copy(model), tokenizer))
+        self._model = (self._model_ref.hex(), [self._model_ref])
         self._actors = [self._new_actor() for _ in range(actors)]
         self._weights_ref: Any = None
 
@@ -116,8 +86,8 @@ class RayRolloutPool:
         return list(self._actors)
 
     def _new_actor(self) -> Any:
-        remote_class = self._ray.remote(RolloutWorker).options(num_cpus=self.cpus_per_actor)
-        return remote_class.remote(self.config, [self._model_ref], self._torch_threads)
+        remote_class = self._ray.remote(EpisodeActor).options(num_cpus=self.cpus_per_actor)
+        return remote_class.remote(torch_threads=self._torch_threads)
 
     def collect(self, model: Any, seeds: Sequence[int], sampling_seed: int, shards: int, episodes_done: int = 0,
                 env_steps_done: int = 0) -> list[Any]:
@@ -148,7 +118,7 @@ class RayRolloutPool:
     def _submit(self, actor: Any, weights: tuple[str, list[Any]], shard: tuple[list[int], int], episodes_done: int,
                 env_steps_done: int) -> Any:
         seeds, sampling_seed = shard
-        return actor.collect.remote(*weights, seeds, sampling_seed, episodes_done, env_steps_done)
+        return actor.collect.remote(*self._model, *weights, seeds, sampling_seed, episodes_done, env_steps_done)
 
     def _replace(self, actor: Any, error: BaseException) -> Any:
         """A live actor to re-run a dead actor's shard on (a fresh one replaces the dead one)."""

@@ -5,7 +5,10 @@ Two rollout modes, always recorded in the result:
 * ``"shortcut"`` — one rollout per (task, attempt) at the largest budget ``max(ts)``; an
   attempt succeeds at budget ``T`` when it was won within its first ``T`` turns.  Exact for
   policies whose actions do not depend on the budget (an episode under budget ``T`` is then
-  the first ``T`` turns of the longest one: same env seed, same policy seed).
+  the first ``T`` turns of the longest one: same env seed, same policy seed).  An
+  optimisation, not a second budget rule: it reads ``TurnBudget``'s truncation back from the
+  longer run (:meth:`~agentgym_budget.eval.records.EpisodeRecord.won_within` says why that is
+  exact), and gives the same results as ``"per_t"`` for such policies.
 * ``"per_t"`` — one rollout per (task, attempt, T).  Needed when the agent sees the budget
   (``show_budget=True`` on the env) or the policy reads it (``policy.reads_budget``).
 * ``"auto"`` (default) — ``"per_t"`` in those two cases, else ``"shortcut"``.
@@ -52,10 +55,10 @@ from agentgym_budget.eval.process_pool import make_executor
 from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord, records_for_budget
 from agentgym_budget.eval.results import PassKTResult
 from agentgym_budget.eval.runner import Executor, RolloutSpec, SerialExecutor
-from agentgym_budget.eval.seeds import task_seed
 from agentgym_budget.eval.signals import sigterm_as_interrupt
 from agentgym_budget.eval.transcripts import wants_transcripts
 from agentgym_budget.policies.base import POLICIES, Policy, make_policy
+from agentgym_budget.seeds import task_seed
 from agentgym_budget.text import redact_url
 
 __all__ = ["EvaluationPlan", "RepeatedGamesWarning", "build_jobs", "evaluate", "plan_evaluation", "policy_settings",

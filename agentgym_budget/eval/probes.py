@@ -42,10 +42,10 @@ import numpy as np
 from agentgym_budget.envs.registration import eval_kwargs_of, make_budget_env
 from agentgym_budget.eval.records import UNKNOWN, expert_match_of
 from agentgym_budget.eval.results import number_text
-from agentgym_budget.eval.seeds import attempt_seed, task_seed
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
 from agentgym_budget.policies.base import Policy, make_policy
+from agentgym_budget.seeds import attempt_seed, task_seed
 
 __all__ = ["Probe", "ProbeReplayError", "build_probes", "probe_set_id", "probe_table", "run_probes", "write_probes"]
 

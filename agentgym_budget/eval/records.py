@@ -103,7 +103,18 @@ class EpisodeRecord:
         return self.won_turn is not None
 
     def won_within(self, turns: int) -> bool:
-        """Whether the task was won within the first ``turns`` turns."""
+        """Whether the task was won within the first ``turns`` turns: the attempt's outcome under a budget of ``turns``.
+
+        This is not a second budget rule but :class:`~agentgym_budget.wrappers.TurnBudget`'s,
+        read back from a longer run (the shortcut mode, :mod:`~agentgym_budget.eval.evaluate`):
+        ``TurnBudget(T)`` truncates the step that spends ``T`` and a win on that step still
+        counts (``terminated`` and ``truncated`` together, as ``TimeLimit`` does), so the
+        episode under ``T`` is won iff the same episode under a larger budget was won at a
+        turn ``<= T`` — whenever its first ``T`` turns are the same, which holds for a policy
+        that never sees the budget (same env and policy seeds; ``resolve_mode`` refuses the
+        shortcut otherwise).  ``test_shortcut_and_per_t_agree_for_a_budget_agnostic_policy``
+        checks the two ways agree.
+        """
         return self.won_turn is not None and self.won_turn <= turns
 
     def to_dict(self) -> dict[str, Any]:

@@ -9,10 +9,12 @@ for the actions of all running episodes in one
 for a local model, concurrent requests for a served one), steps their envs, and starts the
 next jobs in the places of those that ended.  A plain policy runs as a
 :class:`~agentgym_budget.policies.base.SequentialBatchPolicy`; since each episode's seeds are
-its own (:mod:`~agentgym_budget.eval.seeds`), the records do not depend on the concurrency.
+its own (:mod:`~agentgym_budget.seeds`), the records do not depend on the concurrency.
 
 The budget is forced per episode with ``reset(options={"budget": T})`` on the env's
-:class:`~agentgym_budget.wrappers.TurnBudget`.
+:class:`~agentgym_budget.wrappers.TurnBudget`, which alone ends an episode for lack of turns
+(its ``truncated``); the runner keeps no turn count of its own, so it only plays envs under a
+``TurnBudget`` (:meth:`RolloutSpec.make_env` builds them; :class:`EpisodeRunner` refuses others).
 
 Executors: :class:`SerialExecutor` (in-process) and
 :class:`~agentgym_budget.eval.process_pool.ProcessPoolExecutor` (a pool of processes, one
@@ -42,8 +44,9 @@ from agentgym_budget.eval.records import (
     transcript_turn,
     turn_facts,
 )
-from agentgym_budget.eval.seeds import attempt_seed, task_seed
 from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
+from agentgym_budget.seeds import attempt_seed, task_seed
+from agentgym_budget.wrappers.budget import TurnBudget
 
 __all__ = ["EpisodeInFlight", "EpisodeRunner", "Executor", "RecordCallback", "RolloutSpec", "SerialExecutor",
            "play_episodes"]
@@ -123,9 +126,8 @@ class _EpisodeInFlight:
             self.won_turn = len(self.actions)
         if facts["lost"]:
             self.lost_turn = len(self.actions)
-        # The last clause is this runner's own budget check (issue 28 gives that decision to TurnBudget alone).
-        self.done = (episode_over(terminated, truncated, self.won_turn is not None, stop_at_win=True)
-                     or len(self.actions) >= self.job.budget)
+        # No turn count here: the env's TurnBudget (reset with this job's budget) truncates the step that spends it.
+        self.done = episode_over(terminated, truncated, self.won_turn is not None, stop_at_win=True)
         if self.transcript is not None:
             self.transcript.append(transcript_turn(len(self.actions), before, reply, info_before, self.obs,
                                                    float(reward), terminated, truncated, self.info))
@@ -219,7 +221,8 @@ class EpisodeRunner:
     Each round every running episode gets its action from one ``act_batch`` call; an episode
     that ends frees its env for the next job.  Env copies are made as needed (at most
     ``concurrency``) and kept for later :meth:`run` calls; ``envs`` may hand over copies made
-    before (same env id and kwargs).
+    before by ``spec.make_env()`` (same env id and kwargs): each must be a
+    :class:`~agentgym_budget.wrappers.TurnBudget`, the one thing that ends an episode at its budget.
 
     Example:
         >>> import agentgym_budget
@@ -229,9 +232,18 @@ class EpisodeRunner:
         >>> [r.won for r in records], len(runner.envs)
         ([True, True, True, True, True], 3)
         >>> runner.close()
+        >>> import gymnasium as gym
+        >>> EpisodeRunner(spec, [gym.make("KeyDoor-v0")])
+        Traceback (most recent call last):
+        ...
+        ValueError: EpisodeRunner plays envs under a TurnBudget (it ends each episode at its budget), got TimeLimit: hand over envs made by spec.make_env()
     """
 
     def __init__(self, spec: RolloutSpec, envs: list[gym.Env] | None = None) -> None:
+        bare = [type(env).__name__ for env in envs or () if not isinstance(env, TurnBudget)]
+        if bare:
+            raise ValueError(f"EpisodeRunner plays envs under a TurnBudget (it ends each episode at its budget), "
+                             f"got {', '.join(bare)}: hand over envs made by spec.make_env()")
         self.spec = spec
         self.policy = spec.make_policy()
         self.envs: list[gym.Env] = list(envs or [])

@@ -27,19 +27,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from agentgym_budget.policies.base import PolicyReply
 from agentgym_budget.policies.chat import ChatBackend, Message, Sampling
 from agentgym_budget.policies.prompting import (SYSTEM_PROMPT, build_messages, check_matching, parse_action,
                                                 strip_imagined_observation, written_command)
+from agentgym_budget.seeds import turn_seed
 
-__all__ = ["LLMEpisode", "LLMPolicy", "make_hf_policy", "make_openai_policy", "turn_seed"]
-
-
-def turn_seed(episode_seed: int, turn: int) -> int:
-    """The sampling seed of one turn of an episode (31 bits: every backend and server accepts it)."""
-    return int(np.random.SeedSequence([episode_seed, turn, 0x11A]).generate_state(1)[0] >> 1)
+__all__ = ["LLMEpisode", "LLMPolicy", "make_hf_policy", "make_openai_policy"]
 
 
 @dataclass

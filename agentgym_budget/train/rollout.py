@@ -9,7 +9,7 @@ policy, batched KV-cache generation and reply parser the evaluator's ``hf`` poli
 keeps, per turn, the prompt's token ids and the sampled reply tokens (what the loss scores).
 The loop is the evaluator's (:func:`~agentgym_budget.eval.runner.play_episodes`, with every
 episode in flight at once); this module only records.  "Done", "invalid" and the sampling
-seeds come from :mod:`~agentgym_budget.eval.outcome` and :mod:`~agentgym_budget.eval.seeds`.
+seeds come from :mod:`~agentgym_budget.eval.outcome` and :mod:`~agentgym_budget.seeds`.
 Every turn of every running episode goes through one batched generation; an episode's
 tokens are drawn from its own seed (from the sampling seed and its index), so they do not
 depend on which episodes share a batch.  A reply's command is played as written (exact
@@ -51,11 +51,11 @@ import torch
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval.outcome import episode_over, is_invalid
 from agentgym_budget.eval.runner import play_episodes
-from agentgym_budget.eval.seeds import episode_sampling_seed
 from agentgym_budget.policies.base import PolicyReply
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.hf import HFChatBackend
 from agentgym_budget.policies.llm import LLMPolicy
+from agentgym_budget.seeds import episode_sampling_seed
 from agentgym_budget.text import printable_line
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.wrappers import ProcessReward

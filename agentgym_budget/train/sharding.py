@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from agentgym_budget.eval.seeds import derived_seed
+from agentgym_budget.seeds import shard_sampling_seed
 
 __all__ = ["LocalRolloutPool", "RolloutPool", "RolloutPoolFactory", "collect_sharded", "set_budget_progress",
            "shard_seeds"]
@@ -46,7 +46,7 @@ def shard_seeds(seeds: Sequence[int], group_size: int, sampling_seed: int, shard
     if shards == 1:
         return [(list(seeds), int(sampling_seed))]
     return [(list(seeds[g * group_size:(g + per_shard) * group_size]),
-             derived_seed(sampling_seed, index) >> 1)
+             shard_sampling_seed(sampling_seed, index))
             for index, g in enumerate(bounds)]
 
 

@@ -52,6 +52,7 @@ import torch
 
 from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.policies import hf
+from agentgym_budget.seeds import shard_shuffle_seed
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.grpo import (action_logprobs, collate, drop_failed_groups, group_advantages,
                                         process_returns_to_go, token_weight, turn_samples)
@@ -349,8 +350,7 @@ class Trainer:
             old_logps = self._per_sample_logprobs(self.model, samples) if self._needs_old_logps() else None
         ref_logps = self._per_sample_logprobs(self.reference, samples) if self.reference is not None else None
         generators = [torch.Generator().manual_seed(
-            shuffle_seed if shards == 1 else int(np.random.SeedSequence([shuffle_seed, first_shard + j])
-                                                 .generate_state(1)[0]))
+            shuffle_seed if shards == 1 else shard_shuffle_seed(shuffle_seed, first_shard + j))
             for j in range(len(samples_by_shard))]
         skip_zero = config.kl_coef == 0 and config.entropy_coef == 0  # zero advantage = zero gradient
         sums: dict[str, float] = {}
