@@ -51,7 +51,7 @@ def upstream_and_port_actions(game: AlfredGame, engine, seed: int = 123, max_tur
     """Both experts, driven like AlfredExpert, on one expert-played episode of the real engine.
 
     Upstream's ``HandCodedTWAgent`` reads PDDL facts and the global ``random``; the port reads
-    only text and an injected ``random.Random``; both are seeded alike (upstream's move bug on).
+    only text and an injected ``random.Random``; both are seeded alike (upstream mode).
     """
     from alfworld.agents.expert import HandCodedTWAgent
 
@@ -60,7 +60,7 @@ def upstream_and_port_actions(game: AlfredGame, engine, seed: int = 123, max_tur
     upstream = HandCodedTWAgent(max_steps=200)
     upstream.task_params = dict(game.task_params)
     upstream.policy = upstream.get_task_policy(upstream.task_params)(upstream.task_params, max_steps=200)
-    port = HandCodedExpert(game.task_params, random.Random(seed), upstream_move_bug=True)
+    port = HandCodedExpert(game.task_params, random.Random(seed), expert_type="upstream")
     random.seed(seed)
     step = engine.reset(game)
     upstream.observe(step.observation)

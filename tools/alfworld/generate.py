@@ -396,7 +396,7 @@ def expert_walkthrough(game: AlfredGame, engine: Any, max_turns: int = 50) -> tu
     from agentgym_budget.envs.alfworld.env import ALFWorldEnv
     from agentgym_budget.envs.alfworld.expert import HandCodedExpert
 
-    expert = HandCodedExpert(game.task_params, random.Random(game.id))
+    expert = HandCodedExpert(game.task_params, random.Random(game.id), expert_type="fixed")  # as bundled
     step = engine.reset(game)
     action = expert.start(step.observation)
     actions: list[str] = []

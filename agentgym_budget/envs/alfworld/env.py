@@ -9,20 +9,21 @@ the step that wins, else 0.0, and the episode terminates when won.
 ``info`` holds ``admissible_commands``, ``won``, ``task`` (the goal sentence), ``task_type``,
 ``game`` (the game id), ``expert_action`` and ``expert_plan``.  The expert is upstream's
 handcoded expert (:mod:`~agentgym_budget.envs.alfworld.expert`), seeded per episode from the
-env's seed; ``expert_action`` is its next action when admissible, else ``"look"`` (exactly
-upstream ``AlfredExpert``'s ``extra.expert_plan[0]``; ``"look"`` at reset).  ``expert_plan`` is
-``[expert_action]`` (upstream's one-step plan) unless ``expert_plan_horizon > 1`` and the
-engine can copy its state (the fast engine can): then it is the expert's rollout from the
-current state, up to that many actions or the winning one.  ``expert_plan_length`` is that
-rollout's length when it wins (``None`` otherwise: a one-step or cut plan says nothing about
-the rest).  ``action_effect`` (see :func:`~agentgym_budget.envs.base.action_effect`): a
-command outside the engine's admissible commands is ``invalid``; ``look`` / ``inventory`` /
-``examine`` / ``help`` (PDDL operators without effects) are ``no_effect``; other commands are
-judged by the plan length.
-A turn the game refuses
-(``"Nothing happens."``: its state unchanged) leaves the expert and its plan unchanged too, so
-junk turns never disturb the expert-based metrics (upstream's expert would re-plan from the
-refusal text and draw again).
+env's seed.  With the default ``expert_type="upstream"``, ``expert_action`` is exactly upstream
+``AlfredExpert``'s ``extra.expert_plan[0]`` (its random draws aside, which are seeded here),
+bugs included: ``"look"`` at reset, after an empty command, and whenever its expert's proposal
+is not admissible or it raises; the expert re-plans after every other turn, refused ones too.
+``expert_type="fixed"`` repairs upstream's ``move`` bookkeeping (it fails most pick-two
+tasks), starts from no facts (see the expert module), and keeps the expert's action and plan
+through a turn the game refuses (``"Nothing happens."``: its state unchanged), so junk turns
+never disturb the expert-based metrics.  ``expert_plan`` is ``[expert_action]`` (upstream's
+one-step plan) unless ``expert_plan_horizon > 1`` and the engine can copy its state (the fast
+engine can): then it is the expert's rollout from the current state, up to that many actions or
+the winning one.  ``expert_plan_length`` is that rollout's length when it wins (``None``
+otherwise: a one-step or cut plan says nothing about the rest).  ``action_effect`` (see
+:func:`~agentgym_budget.envs.base.action_effect`): a command outside the engine's admissible
+commands is ``invalid``; ``look`` / ``inventory`` / ``examine`` / ``help`` (PDDL operators
+without effects) are ``no_effect``; other commands are judged by the plan length.
 
 Example:
     >>> import gymnasium as gym
@@ -47,7 +48,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentgym_budget.envs.alfworld.engine import AlfredEngine, CloneableAlfredEngine, EngineStep, make_engine
-from agentgym_budget.envs.alfworld.expert import ExpertFailed, HandCodedExpert
+from agentgym_budget.envs.alfworld.expert import EXPERT_TYPES, HandCodedExpert, start_facts
 from agentgym_budget.envs.alfworld.game import AlfredGame, load_games
 from agentgym_budget.envs.base import TextEnv, action_effect
 from agentgym_budget.text import INVALID_ACTION_FEEDBACK
@@ -72,6 +73,8 @@ class ALFWorldEnv(TextEnv):
         data_dir: an upstream ``json_2.1.1`` folder to play instead of the bundled games
             (default: the ``ALFWORLD_DATA`` environment variable, else the bundled games).
         expert_plan_horizon: length of ``info["expert_plan"]`` when the engine can be copied.
+        expert_type: ``"upstream"`` (upstream's expert action exactly, the default) or
+            ``"fixed"`` (see the module docstring).
         render_mode: ``None``, ``"ansi"`` or ``"human"``.
     """
 
@@ -83,10 +86,14 @@ class ALFWorldEnv(TextEnv):
         data_dir: str | os.PathLike[str] | None = None,
         expert_plan_horizon: int = 1,
         render_mode: str | None = None,
+        expert_type: str = "upstream",
     ) -> None:
         super().__init__(render_mode=render_mode)
         if expert_plan_horizon < 1:
             raise ValueError(f"expert_plan_horizon must be >= 1, got {expert_plan_horizon}")
+        if expert_type not in EXPERT_TYPES:
+            raise ValueError(f"expert_type must be one of {list(EXPERT_TYPES)}, got {expert_type!r}")
+        self.expert_type = expert_type
         self.split = split
         self.games: list[AlfredGame] = load_games(split, task_types, data_dir)
         if not self.games:
@@ -109,7 +116,11 @@ class ALFWorldEnv(TextEnv):
         expert_seed = int(self.np_random.integers(2**63))
         step = self.engine.reset(self.game)
         self._won = step.won
-        self._expert = HandCodedExpert(self.game.task_params, random.Random(expert_seed))
+        self._expert = HandCodedExpert(
+            self.game.task_params, random.Random(expert_seed), expert_type=self.expert_type,
+            # upstream's expert reads the engine's facts, the start state's included
+            start_facts=start_facts(self.game) if self.expert_type == "upstream" else None,
+        )
         self._expert_action = self._expert.start(step.observation)
         self._plan, self._plan_wins = self._roll_out_plan(step.won)
         return step.observation, self._info(step)
@@ -121,7 +132,8 @@ class ALFWorldEnv(TextEnv):
         step = self.engine.step(action)
         reward = 1.0 if step.won and not self._won else 0.0
         self._won = step.won
-        if step.observation.strip() == INVALID_ACTION_FEEDBACK and action != self._expert_action and not step.won:
+        refused = step.observation.strip() == INVALID_ACTION_FEEDBACK and action != self._expert_action and not step.won
+        if refused and self.expert_type == "fixed":
             # The game refused the agent's action: its state is unchanged, so is the expert's (its
             # plan is a function of the game state and its seeded draws, not of the commands tried).
             return step.observation, reward, step.won, self._info(step)
@@ -154,12 +166,7 @@ class ALFWorldEnv(TextEnv):
         """The expert's next action after ``action`` (``"look"`` when it has none, like upstream)."""
         if expert is None:
             return _NO_EXPERT_ACTION
-        try:
-            proposal = expert.next_action(action, step.observation, step.admissible_commands)
-        except (ExpertFailed, IndexError, KeyError, ValueError):
-            # Upstream's expert raises here (timeouts, empty choices); the episode goes on.
-            return _NO_EXPERT_ACTION
-        return proposal if proposal in step.admissible_commands else _NO_EXPERT_ACTION
+        return expert.reported_action(action, step.observation, step.admissible_commands)
 
     def _next_plan(self, action: str, won: bool) -> tuple[list[str], bool]:
         """The plan after ``action``: the rest of the current one when the agent followed it."""

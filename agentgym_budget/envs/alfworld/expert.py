@@ -2,22 +2,33 @@
 
 This is upstream ALFWorld's ``HandCodedTWAgent`` (``alfworld/agents/expert/handcoded_expert.py``
 and ``handcoded_expert_tw.py``, alfworld 0.4.2, MIT licence, (c) 2020 Mohit Shridhar and
-others), driven the way ``AlfredExpert`` drives it, with three changes:
+others), driven the way ``AlfredExpert`` drives it.  Two behaviours (:data:`EXPERT_TYPES`):
 
-* **No PDDL facts.**  Upstream reads three kinds of facts from TextWorld: ``holds agent X``,
-  ``ishot/iscool/isclean X`` and ``inreceptacle X R``.  Here they are tracked from the engine's
-  feedback (``You pick up the X from the R.``, ``You move the X to the R.``, ``You heat/cool/clean
-  the X using the R.``), which is exact as long as no object starts hot/cold/clean or already in
-  a receptacle of the goal's parent type — true of every bundled generated game (see
-  :mod:`~tools.alfworld.generate`).  So the expert runs on any engine.
+* ``"upstream"`` (the default): upstream's next action exactly, bugs included, so results
+  compare with published numbers.  Checked action for action against upstream's
+  ``AlfredExpert`` on the real engine (``benchmarks/alfworld_equivalence.py``).
+* ``"fixed"``: upstream's bookkeeping looks for ``put`` in the last command, but ALFWorld
+  >= 0.4 (json_2.1.2 grammar) says ``move X to R``, so upstream's expert never drops a placed
+  object from its inventory and then tries to move the first object again in pick-two tasks;
+  ``"fixed"`` drops it.  It also starts from no facts (objects already lying in a goal-type
+  receptacle are taken out and put back, where upstream examines them again and again), and the env keeps
+  its action through turns the game refuses (see :class:`~agentgym_budget.envs.alfworld.env.ALFWorldEnv`).
+
+What stays different from upstream in both modes:
+
+* **No PDDL facts at run time.**  Upstream reads three kinds of facts from TextWorld: ``holds
+  agent X``, ``ishot/iscool/isclean X`` and ``inreceptacle X R``.  Here they start from
+  ``start_facts`` (the game's initial state, :func:`start_facts`; upstream mode) and are
+  tracked from the engine's feedback (``You pick up the X from the R.``, ``You move the X to
+  the R.``, ``You heat/cool/clean the X using the R.``).  So the expert runs on any engine.
 * **Seeded randomness.**  Upstream calls the global ``random.choice``; here an injected
   ``random.Random`` (seeded per episode by the env), so the same observations give the same
   actions on every engine.
-* **The "move" bug is fixed by default.**  Upstream's state tracking looks for ``put`` in the
-  last command, but ALFWorld >= 0.4 (json_2.1.2 grammar) says ``move X to R``, so upstream's
-  expert never drops a placed object from its inventory and then tries to move the first
-  object again in pick-two tasks.  ``upstream_move_bug=True`` restores upstream's behaviour
-  (used to check the port action-for-action against the original).
+* Where upstream's ``AlfredExpert`` raises (timeout after 200 steps, subgoals exhausted, an
+  empty ``random.choice``) and ends the run, :meth:`HandCodedExpert.reported_action` says ``"look"``.
+* Upstream picks "the" already placed object of a pick-two task from TextWorld's fact set,
+  whose order depends on Python's hash seed; here: the start facts in name order, then the
+  placement order.
 
 Like ``AlfredExpert``: at reset the expert only reads the intro (its action is ``"look"``);
 after every step it proposes an action, which is reported only when admissible (else ``"look"``).
@@ -51,7 +62,13 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any
 
-__all__ = ["ExpertFailed", "HandCodedExpert", "expert_priors"]
+__all__ = ["EXPERT_TYPES", "ExpertFailed", "HandCodedExpert", "expert_priors", "start_facts"]
+
+#: ``"upstream"``: upstream ``AlfredExpert``'s actions exactly (the default); ``"fixed"``: see the module docstring.
+EXPERT_TYPES = ("upstream", "fixed")
+#: The facts upstream's expert reads, by predicate: ``holds`` (object), ``ishot`` / ``iscool`` /
+#: ``isclean`` (object) and ``inreceptacle`` (object, receptacle), as display names ("apple 1").
+StartFacts = Mapping[str, Sequence[tuple[str, ...]]]
 
 
 class ExpertFailed(Exception):
@@ -77,12 +94,14 @@ class _FeedbackFacts:
     _MOVE = re.compile(r"^You move the (.+?) to the (.+?)\.$")
     _CHANGE = re.compile(r"^You (heat|cool|clean) the (.+?) using the (.+?)\.$")
 
-    def __init__(self) -> None:
-        self.held: list[str] = []
-        self.hot: set[str] = set()
-        self.cool: set[str] = set()
-        self.clean: set[str] = set()
-        self.in_receptacle: list[tuple[str, str]] = []  # in the order things were put there
+    def __init__(self, start: StartFacts | None = None) -> None:
+        start = start or {}
+        self.held: list[str] = [obj for (obj,) in start.get("holds", ())]
+        self.hot: set[str] = {obj for (obj,) in start.get("ishot", ())}
+        self.cool: set[str] = {obj for (obj,) in start.get("iscool", ())}
+        self.clean: set[str] = {obj for (obj,) in start.get("isclean", ())}
+        # the start state's, then in the order things were put there
+        self.in_receptacle: list[tuple[str, str]] = [(obj, recep) for obj, recep in start.get("inreceptacle", ())]
 
     def update(self, feedback: str) -> None:
         if match := self._PICK.match(feedback):
@@ -121,6 +140,31 @@ class _FeedbackFacts:
         return [o for o, r in self.in_receptacle if _remove_num_ids(o) == obj_cls and _remove_num_ids(r) == recep_cls]
 
 
+def start_facts(game: Any) -> dict[str, list[tuple[str, ...]]]:
+    """The facts upstream's expert reads, as they hold in ``game``'s initial state (its PDDL problem).
+
+    ``game`` is anything :class:`~agentgym_budget.envs.alfworld.fast.FastAlfredEngine` loads
+    (an ``AlfredGame``, a ``game.tw-pddl`` dict or its path).
+
+    Example:
+        >>> from agentgym_budget.envs.alfworld.game import load_games
+        >>> facts = start_facts(load_games("valid_seen")[0])
+        >>> sorted(facts), facts["holds"]
+        (['holds', 'inreceptacle', 'isclean', 'iscool', 'ishot'], [])
+    """
+    from agentgym_budget.envs.alfworld.fast.engine import load_world
+
+    world = load_world(game)
+
+    def named(predicate: str) -> list[tuple[str, ...]]:
+        facts = world.initial_fluents.get(predicate, ())
+        return sorted(tuple(world.names[entity].strip() for entity in args) for args in facts)
+
+    facts = {predicate: named(predicate) for predicate in ("inreceptacle", "ishot", "iscool", "isclean")}
+    facts["holds"] = [args[1:] for args in named("holds") if args[0] == world.names[world.agent].strip()]
+    return facts
+
+
 # The expert's per-episode containers (of strings), copied by HandCodedExpert.clone().
 _EPISODE_DICTS = ("receptacles", "visible_objects", "obj_cls_to_receptacle_map", "obs_at_recep")
 _EPISODE_LISTS = ("receptacles_to_check", "inventory", "action_backlog", "object_blacklist")
@@ -134,7 +178,9 @@ class HandCodedExpert:
             (lower-case class names, :attr:`AlfredGame.task_params`).
         rng: the episode's random generator.
         max_steps: upstream ``AlfredExpert`` uses 200; after that the expert gives up.
-        upstream_move_bug: reproduce upstream's missing ``move`` bookkeeping (see above).
+        expert_type: ``"upstream"`` or ``"fixed"`` (:data:`EXPERT_TYPES`, see the module docstring).
+        start_facts: the game's initial facts (:func:`start_facts`); upstream's expert sees
+            them (it reads the engine's facts), the ``"fixed"`` one starts from none.
     """
 
     def __init__(
@@ -142,12 +188,17 @@ class HandCodedExpert:
         task_params: Mapping[str, str],
         rng: random.Random,
         max_steps: int = 200,
-        upstream_move_bug: bool = False,
+        expert_type: str = "upstream",
+        start_facts: StartFacts | None = None,
     ) -> None:
+        if expert_type not in EXPERT_TYPES:
+            raise ValueError(f"unknown expert_type {expert_type!r}; expected one of {list(EXPERT_TYPES)}")
         priors = expert_priors()
         self.rng = rng
         self.max_steps = max_steps
-        self.upstream_move_bug = upstream_move_bug
+        self.expert_type = expert_type
+        # Upstream only checks "put" (the json_2.1.1 verb) in its bookkeeping; ALFWorld >= 0.4 says "move".
+        self.upstream_move_bug = expert_type == "upstream"
         self.task_params = dict(task_params)
         self.task_type = self.task_params["task_type"]
         self.OBJECTS = priors["objects"]
@@ -157,7 +208,7 @@ class HandCodedExpert:
             o: [r for r, objs in priors["val_receptacle_objects"].items() if o in objs] for o in self.OBJECTS
         }
         self.subgoals = _subgoals(self.task_type, self.task_params)
-        self.facts = _FeedbackFacts()
+        self.facts = _FeedbackFacts(start_facts if expert_type == "upstream" else None)
         self.receptacles: dict[str, str] = {}
         self.visible_objects: dict[str, str] = {}
         self.obj_cls_to_receptacle_map: dict[str, str] = {}
@@ -206,6 +257,19 @@ class HandCodedExpert:
         if action == last_action or (last_action == "look" and action not in admissible_commands):
             return self.rng.choice(list(admissible_commands))
         return action
+
+    def reported_action(self, last_action: str, observation: str, admissible_commands: Sequence[str]) -> str:
+        """Upstream ``AlfredExpert``'s ``extra.expert_plan[0]`` after ``last_action``: the next action
+        when it is admissible, else ``"look"`` (also where upstream's expert raises)."""
+        if last_action == "" and self.expert_type == "upstream":
+            # AlfredExpert takes an empty previous command for a reset: its expert only observes.
+            self.observe(observation)
+            return "look"
+        try:
+            proposal = self.next_action(last_action, observation, admissible_commands)
+        except (ExpertFailed, IndexError, KeyError, ValueError):
+            return "look"
+        return proposal if proposal in admissible_commands else "look"
 
     # -- BasePolicy (upstream handcoded_expert.py) ------------------------------------------
     def get_objects_and_classes(self, obs: str) -> dict[str, str]:
