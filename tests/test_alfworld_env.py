@@ -227,7 +227,7 @@ def test_missing_alfworld_extra_names_the_pip_install(monkeypatch: pytest.Monkey
 
 
 # -- upstream data (json_2.1.1 layout) -------------------------------------------------------------
-def _write_trial(root, split: str, task_dir: str, game, solvable: bool = True, task_type: str | None = None) -> None:
+def _write_trial(root, split: str, task_dir: str, game, solvable: bool | None = True, task_type: str | None = None) -> None:
     trial = root / split / task_dir / "trial_T20190001_000001_000001"
     trial.mkdir(parents=True)
     traj = {
@@ -273,6 +273,19 @@ def test_data_dir_loads_upstream_layout_with_upstreams_filters(upstream_dir) -> 
     assert [g.id for g in load_games("valid_seen", data_dir=root.parent)] == [g.id for g in games]  # json_2.1.1's parent
     with pytest.raises(FileNotFoundError, match="json_2.1.1"):
         load_games("valid_unseen", data_dir=root)
+
+
+def test_data_dir_without_playable_games_says_how_many_were_skipped_and_why(upstream_dir, tmp_path) -> None:
+    root = tmp_path / "unverified" / "json_2.1.1"
+    simple = upstream_dir[1]
+    for index in range(3):  # what alfworld-generate leaves when it did not verify the games
+        _write_trial(root, "valid_seen", f"pick_and_place_simple-A-None-B-{index}", simple, solvable=None)
+    with pytest.raises(ValueError, match=r"no ALFWorld games in split 'valid_seen'.*skipped 3 trial\(s\): "
+                                         r"3 marked unsolvable \(\"solvable\" null or false"):
+        ALFWorldEnv(split="valid_seen", data_dir=root, **FAST)
+    with pytest.raises(ValueError, match=r"skipped 6 trial\(s\): 2 movable-receptacle or sliced task\(s\).*; "
+                                         r"3 of other task types; 1 without game.tw-pddl"):
+        ALFWorldEnv(split="valid_seen", task_types=[3], data_dir=upstream_dir[0], **FAST)
 
 
 def test_env_plays_upstream_games_from_the_alfworld_data_variable(upstream_dir, monkeypatch) -> None:

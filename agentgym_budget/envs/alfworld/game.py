@@ -226,6 +226,9 @@ def load_upstream_games(
     ``task_type`` is wanted, a ``game.tw-pddl`` marked ``solvable``, and no ``movable`` or
     ``Sliced`` in the path.  Games come in sorted path order (upstream uses ``os.walk``
     order, which depends on the file system).
+
+    Raises:
+        ValueError: when no game is left; the message counts the trials skipped, by reason.
     """
     split_dir = Path(split_dir)
     if not split_dir.is_dir():
@@ -235,21 +238,41 @@ def load_upstream_games(
         )
     wanted = set(resolve_task_types(task_types))
     games = []
+    skipped: dict[str, int] = {}
     for traj_path in sorted(split_dir.rglob("traj_data.json")):
         trial_dir = traj_path.parent
-        if "movable" in str(trial_dir) or "Sliced" in str(trial_dir):
-            continue
-        game_path = trial_dir / "game.tw-pddl"
-        if not game_path.is_file():
-            continue
         traj = json.loads(traj_path.read_text(encoding="utf-8"))
-        if traj["task_type"] not in wanted:
-            continue
-        gamedata = json.loads(game_path.read_text(encoding="utf-8"))
-        if not gamedata.get("solvable"):
+        game_path = trial_dir / "game.tw-pddl"
+        gamedata = json.loads(game_path.read_text(encoding="utf-8")) if game_path.is_file() else None
+        reason = _skip_reason(trial_dir, traj, gamedata, wanted)
+        if reason:
+            skipped[reason] = skipped.get(reason, 0) + 1
             continue
         games.append(_game_from_upstream(trial_dir.relative_to(split_dir).as_posix(), split, traj, gamedata))
+    if not games:
+        reasons = "; ".join(f"{count} {reason}" for reason, count in sorted(skipped.items())) or "no traj_data.json found"
+        raise ValueError(
+            f"no ALFWorld games in split {split!r} for task_types={sorted(wanted)} under {str(split_dir)!r}: "
+            f"skipped {sum(skipped.values())} trial(s): {reasons}"
+        )
     return games
+
+
+_UNSOLVABLE = ('marked unsolvable ("solvable" null or false in game.tw-pddl: alfworld-generate did not verify '
+               "them, and upstream AlfredTWEnv skips them too; run alfworld-generate on them)")
+
+
+def _skip_reason(trial_dir: Path, traj: dict[str, Any], gamedata: dict[str, Any] | None, wanted: set[str]) -> str:
+    """Why upstream's ``collect_game_files`` would skip this trial ("" = keep it)."""
+    if "movable" in str(trial_dir) or "Sliced" in str(trial_dir):
+        return "movable-receptacle or sliced task(s) (upstream skips them)"
+    if gamedata is None:
+        return "without game.tw-pddl"
+    if traj["task_type"] not in wanted:
+        return "of other task types"
+    if not gamedata.get("solvable"):
+        return _UNSOLVABLE
+    return ""
 
 
 def _game_from_upstream(game_id: str, split: str, traj: dict[str, Any], gamedata: dict[str, Any]) -> AlfredGame:
