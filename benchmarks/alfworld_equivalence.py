@@ -4,7 +4,10 @@ Every episode resets both engines on the same game and plays the same commands â
 handcoded expert's, the expert's with random detours, or random admissible and inadmissible
 strings (see :mod:`tools.alfworld.differential`) â€” and compares, at every
 step, the observation text, the admissible commands (order included), ``won`` (the reward is
-derived from it) and the expert's next action.  Games: every bundled ``valid_seen`` and
+derived from it) and the expert's next action: ours in upstream mode (what ``ALFWorldEnv``
+reports as ``expert_action`` by default) against upstream's own ``AlfredExpert(handcoded)``
+``extra.expert_plan[0]`` on the real engine (:mod:`tools.alfworld.upstream_expert`;
+``--no-upstream-expert``: ours on both streams, a little faster).  Games: every bundled ``valid_seen`` and
 ``valid_unseen`` game, a sample of ``train``, and random edge-case games
 (:mod:`tools.alfworld.fuzz`).  It prints the number of compared steps and
 every mismatch.  The real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
@@ -46,6 +49,10 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--no-memo", action="store_true",
                         help="run the real engine without memoized TextWorld parsers (same output, ~2x slower)")
     parser.add_argument("--golden", type=Path, default=None, help="write the reference transcripts here (.json.gz)")
+    parser.add_argument("--no-upstream-expert", action="store_true",
+                        help="compare our expert on both engines instead of against upstream's AlfredExpert")
+    parser.add_argument("--empty-rate", type=float, default=0.05,
+                        help="share of random commands that are empty (AlfredExpert answers those with 'look')")
     return parser.parse_args(argv)
 
 
@@ -67,15 +74,19 @@ def _games(args: argparse.Namespace) -> list:
 def _run_shard(args: argparse.Namespace, games: list, shard: int) -> dict:
     """Compare the engines on ``games`` (one process); returns counts, mismatches, transcripts."""
     from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
-    from tools.alfworld.differential import MODES, compare_episode
+    from tools.alfworld.differential import MODES, compare_episode, with_empty_commands
+    from tools.alfworld.upstream_expert import UpstreamExpertEngine
     from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine, memoize_textworld_parsers
 
     if not args.no_memo:
         memoize_textworld_parsers()
-    reference, candidate = TextWorldAlfredEngine(), FastAlfredEngine()
+    make_reference = TextWorldAlfredEngine if args.no_upstream_expert else UpstreamExpertEngine
+    reference, candidate = make_reference(), FastAlfredEngine()
+    choose = with_empty_commands(args.empty_rate)
     rng = random.Random(f"{args.seed}-{shard}")
     start = time.perf_counter()
     out: dict = {"steps": 0, "episodes": 0, "reference_errors": 0, "mismatches": [], "per_split": {},
+                 "empty_commands": 0, "upstream_expert_errors": 0,
                  "games": 0, "stopped": False, "golden": []}
     last_progress = 0.0
     for game_index, game in enumerate(games):
@@ -88,22 +99,25 @@ def _run_shard(args: argparse.Namespace, games: list, shard: int) -> dict:
             try:
                 report = compare_episode(
                     reference, candidate, game, random.Random(rng.randrange(2**63)), steps=args.steps, mode=mode,
-                    record=args.golden is not None,
+                    record=args.golden is not None, choose=choose,
                 )
             except Exception as error:  # the real engine fails on some games (e.g. KeyError 'val1')
                 out["reference_errors"] += 1
                 print(f"[shard {shard}] reference error on {game.id}: {error!r}", flush=True)
-                reference = TextWorldAlfredEngine()
+                reference = make_reference()
                 continue
             played = True
             out["episodes"] += 1
             out["steps"] += report.steps
+            out["empty_commands"] += report.commands.count("")
+            out["upstream_expert_errors"] += report.upstream_expert_error is not None
             out["per_split"][game.split] = out["per_split"].get(game.split, 0) + report.steps
             for mismatch in report.mismatches:
                 out["mismatches"].append(str(mismatch))
                 print(f"[shard {shard}] MISMATCH {mismatch}", flush=True)
             if args.golden is not None:
-                out["golden"].append({"game": game.to_record(), "mode": mode, "transcript": report.transcript})
+                out["golden"].append({"game": game.to_record(), "mode": mode, "transcript": report.transcript,
+                                      "expert_seed": report.expert_seed, "expert_actions": report.expert_actions})
         out["games"] += played
         if out["stopped"]:
             break
@@ -138,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         "episodes": sum(r["episodes"] for r in results),
         "steps_compared": sum(r["steps"] for r in results),
         "steps_by_split": per_split,
+        "expert_reference": "ours" if args.no_upstream_expert else "upstream AlfredExpert(handcoded)",
+        "empty_commands": sum(r["empty_commands"] for r in results),
+        "episodes_ended_by_upstream_expert_error": sum(r["upstream_expert_errors"] for r in results),
         "mismatches": len(mismatches),
         "reference_errors": sum(r["reference_errors"] for r in results),
         "seconds": round(time.perf_counter() - start, 1),

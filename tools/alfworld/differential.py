@@ -5,9 +5,15 @@ Used by ``tests/test_alfworld_fast_equivalence.py`` (a small sample) and
 episode follows the handcoded expert (an expert trajectory), the expert with random detours,
 or a random mix of admissible commands (biased away from ``go to`` so objects get moved,
 heated, sliced, ...) and inadmissible strings (other objects' commands, wrong case, extra
-words, gibberish, padding whitespace).  At every step the observation, the admissible
-commands (order included), ``won`` (hence the reward, which the env derives from ``won``)
-and the expert's next action must be identical.
+words, gibberish, padding whitespace, empty commands).  At every step the observation, the
+admissible commands (order included), ``won`` (hence the reward, which the env derives from
+``won``) and the expert's next action must be identical.  The expert is ours in upstream mode
+(:class:`~agentgym_budget.envs.alfworld.expert.HandCodedExpert`, fed the game's start facts,
+reporting what ``ALFWorldEnv`` reports as ``expert_action``); on the reference side it is
+upstream's own ``AlfredExpert`` when the reference engine carries it
+(:class:`~tools.alfworld.upstream_expert.UpstreamExpertEngine`: ``extra.expert_plan[0]``),
+else ours again on the reference's observations.  Once upstream's expert raises (an upstream
+run would end there) the expected action is ``"look"`` and the episode stops.
 
 Example:
     >>> import random
@@ -28,7 +34,7 @@ from typing import Any
 
 from agentgym_budget.envs.alfworld.engine import AlfredEngine, EngineStep
 
-__all__ = ["MODES", "EpisodeReport", "Mismatch", "compare_episode", "next_command"]
+__all__ = ["MODES", "EpisodeReport", "Mismatch", "compare_episode", "next_command", "with_empty_commands"]
 
 
 @dataclass(frozen=True)
@@ -56,8 +62,13 @@ class EpisodeReport:
     steps: int = 0
     mismatches: list[Mismatch] = field(default_factory=list)
     commands: list[str] = field(default_factory=list)
+    #: set when upstream's AlfredExpert raised (the episode stopped there, as an upstream run would).
+    upstream_expert_error: str | None = None
     #: with ``record=True``: the reference's (command, observation, admissible, won) per step.
     transcript: list[tuple[str | None, str, list[str], bool]] = field(default_factory=list)
+    #: the experts' seed, and with ``record=True`` the reference expert's action per step.
+    expert_seed: int | None = None
+    expert_actions: list[str] = field(default_factory=list)
 
 
 def _diff(game_id: str, step: int, command: str | None, expected: EngineStep, got: EngineStep) -> Mismatch | None:
@@ -102,30 +113,42 @@ def next_command(rng: random.Random, admissible: Sequence[str], names: Sequence[
     return rng.choice(list(admissible))
 
 
+def with_empty_commands(rate: float) -> Callable[[random.Random, Sequence[str], Sequence[str]], str]:
+    """:func:`next_command`, but an empty command with probability ``rate`` (upstream's expert treats it specially)."""
+
+    def choose(rng: random.Random, admissible: Sequence[str], names: Sequence[str]) -> str:
+        return "" if rng.random() < rate else next_command(rng, admissible, names)
+
+    return choose
+
+
 class _ExpertPair:
-    """The same seeded handcoded expert on each engine's stream (their actions must agree)."""
+    """The reference's expert (upstream's, or ours on its stream) and ours on the candidate's, seeded alike."""
 
-    def __init__(self, game: Any, seed: int) -> None:
-        from agentgym_budget.envs.alfworld.expert import HandCodedExpert
+    def __init__(self, game: Any, seed: int, reference: AlfredEngine) -> None:
+        from agentgym_budget.envs.alfworld.expert import HandCodedExpert, start_facts
 
-        self.experts = [HandCodedExpert(game.task_params, random.Random(seed)) for _ in range(2)]
+        facts = start_facts(game)
+        self.upstream = reference if hasattr(reference, "seed_expert") else None
+        if self.upstream is not None:
+            self.upstream.seed_expert(seed)
+        count = 1 if self.upstream is not None else 2
+        self.experts = [HandCodedExpert(game.task_params, random.Random(seed), start_facts=facts) for _ in range(count)]
+
+    @property
+    def upstream_raised(self) -> bool:
+        return self.upstream is not None and self.upstream.expert_error is not None
 
     def start(self, observations: tuple[str, str]) -> tuple[str, str]:
-        return self.experts[0].start(observations[0]), self.experts[1].start(observations[1])
+        ours = self.experts[-1].start(observations[1])
+        return (self.upstream.expert_action if self.upstream else self.experts[0].start(observations[0])), ours
 
     def advance(self, command: str, steps: tuple[EngineStep, EngineStep]) -> tuple[str, str]:
-        return _advance(self.experts[0], command, steps[0]), _advance(self.experts[1], command, steps[1])
-
-
-def _advance(expert: Any, command: str, step: EngineStep) -> str:
-    """The expert action the env reports (``ALFWorldEnv``: ``"look"`` when it fails or is inadmissible)."""
-    from agentgym_budget.envs.alfworld.expert import ExpertFailed
-
-    try:
-        proposal = expert.next_action(command, step.observation, step.admissible_commands)
-    except (ExpertFailed, IndexError, KeyError, ValueError):
-        return "look"
-    return proposal if proposal in step.admissible_commands else "look"
+        ours = self.experts[-1].reported_action(command, steps[1].observation, steps[1].admissible_commands)
+        if self.upstream is None:
+            return self.experts[0].reported_action(command, steps[0].observation, steps[0].admissible_commands), ours
+        # where upstream's AlfredExpert raises, ALFWorldEnv reports "look"
+        return self.upstream.expert_action or "look", ours
 
 
 #: Episode styles: follow the expert, follow it with random detours, or act at random.
@@ -161,8 +184,11 @@ def compare_episode(
     if record:
         report.transcript.append((None, expected.observation, list(expected.admissible_commands), expected.won))
     mismatch = _diff(game_id, 0, None, expected, got)
-    experts = _ExpertPair(game, rng.randrange(2**31)) if hasattr(game, "task_params") else None
+    report.expert_seed = rng.randrange(2**31)
+    experts = _ExpertPair(game, report.expert_seed, reference) if hasattr(game, "task_params") else None
     expert_actions = experts.start((expected.observation, got.observation)) if experts else ("look", "look")
+    if record:
+        report.expert_actions.append(expert_actions[0])
     if mismatch is None and expert_actions[0] != expert_actions[1]:
         mismatch = Mismatch(game_id, 0, None, "expert_action", *expert_actions)
     if mismatch is not None:
@@ -183,8 +209,13 @@ def compare_episode(
         mismatch = _diff(game_id, index + 1, command, expected, got)
         if mismatch is None and experts is not None:
             expert_actions = experts.advance(command, (expected, got))
+            if record:
+                report.expert_actions.append(expert_actions[0])
             if expert_actions[0] != expert_actions[1]:
                 mismatch = Mismatch(game_id, index + 1, command, "expert_action", *expert_actions)
+            elif experts.upstream_raised:
+                report.upstream_expert_error = experts.upstream.expert_error
+                break  # an upstream run ends here
         if mismatch is not None:
             report.mismatches.append(mismatch)
             break

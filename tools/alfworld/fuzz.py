@@ -3,7 +3,10 @@
 The bundled games follow upstream's conventions (one location per receptacle, everything
 closed and cold at the start).  These games deliberately do not: receptacles share
 locations, the agent may start next to one, objects may start in two receptacles, hot, cool,
-clean, sliced, toggled or held, and movable receptacles hold things.  The real engine accepts
+clean, sliced, toggled or held, and movable receptacles hold things.  About a third of the
+pick-two, heat, cool and clean games start with a target object already in a receptacle of
+the goal's type, or (cool tasks) cold in a fridge: start states upstream's data has, where
+upstream's expert acts on its facts.  The real engine accepts
 all of them, so the fast engine must match it there too.
 
 Example:
@@ -102,6 +105,35 @@ def _reachable_task(
     return rng.choice([o for o in options if o[0] == task_type])
 
 
+_TARGET_IN_GOAL_TASKS = ("pick_two_obj_and_place", "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep",
+                         "pick_cool_then_place_in_recep")
+
+
+def _start_target_in_goal_receptacle(
+    rng: random.Random, init: list[tuple[str, ...]], objects: list[tuple[str, str]],
+    receptacles: list[tuple[str, str]], location_of: dict[str, str], task: tuple[str, str, str],
+) -> None:
+    """Sometimes move one target object into a goal-type receptacle, or (cool tasks) cold into a fridge.
+
+    Only for tasks where that alone does not win (pick-two needs a second object; heat, cool and
+    clean need the state change), so the game still has something to play.
+    """
+    task_type, obj_kind, recep_kind = task
+    if task_type not in _TARGET_IN_GOAL_TASKS or rng.random() >= 0.35:
+        return
+    in_fridge = task_type == "pick_cool_then_place_in_recep" and recep_kind != "Fridge" and rng.random() < 0.5
+    kind = "Fridge" if in_fridge else recep_kind
+    targets = [o for o, k in objects if k == obj_kind and any(f[0] == "inReceptacle" and f[1] == o for f in init)]
+    homes = [r for r, k in receptacles if k == kind]
+    if not targets or not homes or ("canContain", f"{kind}Type", f"{obj_kind}Type") not in init:
+        return
+    target, home = rng.choice(targets), rng.choice(homes)
+    init[:] = [f for f in init if not (f[0] in ("inReceptacle", "objectAtLocation") and f[1] == target)]
+    init += [("inReceptacle", target, home), ("objectAtLocation", target, location_of[home])]
+    if in_fridge and ("isCool", target) not in init:
+        init.append(("isCool", target))
+
+
 def _draw_game(rng: random.Random, index: int) -> AlfredGame | None:
     receptacle_kinds = rng.sample(_RECEPTACLES, rng.randint(3, len(_RECEPTACLES)))
     receptacles = [(_thor_id(rng, kind), kind) for kind in receptacle_kinds for _ in range(rng.choice((1, 1, 2, 3)))]
@@ -150,6 +182,7 @@ def _draw_game(rng: random.Random, index: int) -> AlfredGame | None:
     task_type, obj_kind, recep_kind = _reachable_task(rng, init, objects, receptacles)
     if not task_type:
         return None
+    _start_target_in_goal_receptacle(rng, init, objects, receptacles, location_of, (task_type, obj_kind, recep_kind))
     goal = _GOALS[task_type].format(obj=obj_kind, recep=recep_kind, toggle="DeskLamp")
     task = f"{task_type.replace('_', ' ')} {obj_kind.lower()} {recep_kind.lower()}"
 
