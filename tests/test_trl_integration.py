@@ -8,6 +8,7 @@ import os
 import pickle
 import re
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -225,11 +226,30 @@ def test_trl_renders_and_parses_our_tool_calls() -> None:
                                                                     "arguments": {"command": "go to toilet 1"}}}]
 
 
+def instruction_rows(seeds: Iterable[int]):
+    """The training set: the instruction prompt, one row per game seed (TRL passes ``seed`` to ``reset``)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": INSTRUCTION + "\n"}], "seed": seed}
+                              for seed in seeds])
+
+
+def grpo_args(tmp_path, max_steps: int):
+    """GRPO on CPU: one group of 4 rollouts per step, each step's completions logged to a parquet table."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, max_steps=max_steps, per_device_train_batch_size=4,
+        num_generations=4, learning_rate=1e-3, max_completion_length=400,
+        max_tool_calling_iterations=max(BUDGETS) + 1, logging_steps=1, log_completions=True, report_to="none",
+        save_strategy="no", seed=0, dataloader_num_workers=0, bf16=False, temperature=0.7,
+    )
+
+
 @pytest.mark.slow
 def test_grpo_trainer_takes_optimizer_steps_on_alfworld_budget_mix(tmp_path) -> None:
     import pandas as pd
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     torch.manual_seed(0)
@@ -238,16 +258,9 @@ def test_grpo_trainer_takes_optimizer_steps_on_alfworld_budget_mix(tmp_path) -> 
     assert losses[-1] < losses[0] / 4, losses
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
 
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": INSTRUCTION + "\n"}], "seed": seed}
-                                 for seed in range(6)])
-    args = GRPOConfig(
-        output_dir=str(tmp_path), use_cpu=True, max_steps=3, per_device_train_batch_size=4, num_generations=4,
-        learning_rate=1e-3, max_completion_length=400, max_tool_calling_iterations=max(BUDGETS) + 1,
-        logging_steps=1, log_completions=True, report_to="none", save_strategy="no", seed=0,
-        dataloader_num_workers=0, bf16=False, temperature=0.7,
-    )
     trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer, args=args, train_dataset=dataset, reward_funcs=[episode_reward],
+        model=model, processing_class=tokenizer, args=grpo_args(tmp_path, max_steps=3),
+        train_dataset=instruction_rows(seeds=range(6)), reward_funcs=[episode_reward],
         # The invalid-action process reward: episodes of random commands differ in it, so GRPO's
         # group-normalised advantages are not all zero (the tiny model never wins in 3 turns).
         environment_factory=environment_factory(ENV_ID, budget="mix", budgets=BUDGETS, show_budget=True, wrappers=[
@@ -275,3 +288,42 @@ def test_grpo_trainer_takes_optimizer_steps_on_alfworld_budget_mix(tmp_path) -> 
     assert any(entry.get("grad_norm", 0) > 0 for entry in trainer.state.log_history)
     logged = [entry for entry in trainer.state.log_history if "episode/budget" in entry]
     assert len(logged) == 3 and all(min(BUDGETS) <= e["episode/budget"] <= max(BUDGETS) for e in logged)
+
+
+@pytest.mark.slow
+def test_grpo_trainer_steps_on_when_one_rollout_of_the_group_loses_its_env(tmp_path, monkeypatch) -> None:
+    """TRL's own trainer, not a stand-in: one rollout's env raises mid-episode, and again in the fresh env the
+    session replays it in; that rollout ends failed (reward None, logged), the other three and the step go on."""
+    import pandas as pd
+    from trl import GRPOTrainer
+
+    from scripted_envs import FaultyEnv
+
+    faults = FaultyEnv.isolated(monkeypatch)
+    faults.seeds, faults.turn, faults.budget = set(range(6)), 1, 2  # the first tool call raises, and its replay
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.manual_seed(0)
+    model, tokenizer = tiny_tool_model()
+    tool_call_warmup(model, tokenizer, steps=100)  # so the model calls the tool, reaching the raising step
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, args=grpo_args(tmp_path, max_steps=1),
+        train_dataset=instruction_rows(seeds=range(6)), reward_funcs=[episode_reward],
+        environment_factory=environment_factory(ENV_ID, budget=max(BUDGETS), show_budget=True,
+                                                wrappers=[FaultyEnv]),
+    )
+    with pytest.warns(RuntimeWarning, match=r"raised at step 1: ConnectionError: backend lost at turn 1"):
+        trainer.train()
+
+    assert trainer.state.global_step == 1
+    assert (faults.budget, faults.closed >= 2) == (0, True)  # both raises happened; both raising envs were closed
+    (table,) = (tmp_path / "completions").glob("completions_*.parquet")
+    rows = pd.read_parquet(table)
+    assert list(rows["outcome"]).count("failed") == 1, rows[["outcome", "turns", "env_failures"]]
+    assert sorted(rows["env_failures"]) == [0, 0, 0, 2]
+    failed = rows[rows["outcome"] == "failed"].iloc[0]
+    tool_results = [m["content"] for m in failed["completion"] if m["role"] == "tool"]
+    # the failed call's answer: the game as it was before the command, then why the episode is over
+    assert tool_results[0].endswith("The episode is over: the game's environment failed (ConnectionError: backend "
+                                    "lost at turn 1 (at step 1)); this episode does not count.")
+    logged = [entry for entry in trainer.state.log_history if "episode/env_failures" in entry]
+    assert [(e["episode/env_failures"], e["episode/failed"]) for e in logged] == [(2.0, 0.25)]
