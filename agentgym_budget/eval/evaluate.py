@@ -61,8 +61,8 @@ from agentgym_budget.policies.base import POLICIES, Policy, make_policy
 from agentgym_budget.seeds import task_seed
 from agentgym_budget.text import redact_url
 
-__all__ = ["EvaluationPlan", "RepeatedGamesWarning", "build_jobs", "build_policy", "evaluate", "plan_evaluation", "policy_settings",
-           "resolve_mode", "run_evaluation", "shows_budget", "token_usage", "versions"]
+__all__ = ["EvaluationPlan", "RepeatedGamesWarning", "build_jobs", "build_policy", "evaluate", "plan_evaluation",
+           "policy_settings", "resolve_mode", "run_evaluation", "shows_budget", "token_usage", "versions"]
 
 
 def shows_budget(env_id: str, env_kwargs: dict[str, Any]) -> bool:
