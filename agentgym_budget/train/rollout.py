@@ -115,15 +115,16 @@ def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature
 
     The budget reaches the model only through the env's observations (``show_budget`` is the
     env's, see :func:`make_train_env`), so the policy itself does not read it.  Earlier turns
-    show the model's actions, not its whole replies (``history="actions"``).  Commands are matched
+    show the model's actions, not its whole replies (``config.history="actions"``, the default), or
+    the conversation is append-only (``"append"``: past replies are the sampled ids).  Commands are matched
     exactly (``config.action_matching``, which :class:`TrainConfig` keeps at ``"exact"``): a command
     is played as the sampled tokens wrote it, so the loss credits those tokens with its outcome.
     """
     sampling = Sampling(temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
                         max_new_tokens=config.max_new_tokens)
     backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})")
-    return LLMPolicy(backend, sampling, list_admissible=config.list_admissible,
-                     max_turns_shown=config.max_turns_shown, history="actions", action_matching=config.action_matching)
+    return LLMPolicy(backend, sampling, list_admissible=config.list_admissible, max_turns_shown=config.max_turns_shown,
+                     history=config.history, action_matching=config.action_matching)
 
 
 @torch.no_grad()
