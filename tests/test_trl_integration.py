@@ -327,3 +327,51 @@ def test_grpo_trainer_steps_on_when_one_rollout_of_the_group_loses_its_env(tmp_p
                                     "lost at turn 1 (at step 1)); this episode does not count.")
     logged = [entry for entry in trainer.state.log_history if "episode/env_failures" in entry]
     assert [(e["episode/env_failures"], e["episode/failed"]) for e in logged] == [(2.0, 0.25)]
+
+
+def keydoor_expert_call(conversation: str) -> str:
+    """The tool call (or, once the game answered twice, a closing reply) KeyDoor's expert makes next,
+    read from the conversation so far: take the key, then open the task's door (a win in two turns)."""
+    answered = conversation.count("<tool_response>")
+    if answered >= 2:
+        return "Done.<|im_end|>"
+    if answered == 0:
+        return tool_call_text("take key")
+    return tool_call_text("open " + re.search(r"Your task is to: open the (\w+) door", conversation).group(1) + " door")
+
+
+@pytest.mark.slow
+def test_grpo_trainer_logs_a_win_on_the_budgets_last_turn_as_terminated(tmp_path, monkeypatch) -> None:
+    """TRL's own trainer runs its tool loop, our env, the reward and the logging; only the model's sampling is
+    scripted (the expert, so the win lands on the last turn of a budget of 2; a budget of 1 runs out first)."""
+    import pandas as pd
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.manual_seed(0)
+    model, tokenizer = tiny_tool_model()
+    args = grpo_args(tmp_path, max_steps=2)
+    args.max_completion_length = 2000  # KeyDoor's text in the ALFWorld-trained tokenizer: many byte tokens
+    rows = Dataset.from_list([{"prompt": [{"role": "user", "content": "Open the door: call act per turn.\n"}],
+                               "seed": seed, "budget": budget} for seed, budget in [(0, 2), (1, 1)]])
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=rows,
+                          reward_funcs=[episode_reward],
+                          environment_factory=environment_factory("KeyDoor-Budget-v0", budget="mix:1,2"))
+
+    def scripted_generation(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        calls = [keydoor_expert_call(tokenizer.decode(ids)) for ids in prompt_ids]
+        return [tokenizer(call, add_special_tokens=False)["input_ids"] for call in calls], None
+
+    monkeypatch.setattr(trainer, "_generate_single_turn", scripted_generation)
+    trainer.train()
+
+    assert trainer.state.global_step == 2
+    table = pd.concat([pd.read_parquet(t) for t in sorted((tmp_path / "completions").glob("completions_*.parquet"))])
+    outcomes = sorted(set(zip(table["budget"], table["turns"], table["outcome"], table["won"])))
+    # budget 2: the expert's second command wins on the budget's last turn: terminated and won, not truncated
+    assert outcomes == [(1, 1, "truncated", False), (2, 2, "terminated", True)], table[["budget", "turns", "outcome"]]
+    assert len(table) == 8
+    by_budget = {int(e["episode/budget"]): e for e in trainer.state.log_history if "episode/budget" in e}
+    assert (by_budget[2]["episode/terminated"], by_budget[2]["episode/truncated"]) == (1.0, 0.0)
+    assert (by_budget[1]["episode/terminated"], by_budget[1]["episode/truncated"]) == (0.0, 1.0)

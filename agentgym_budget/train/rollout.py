@@ -19,9 +19,10 @@ tokens that named another one); one that is no command gets the env's own ``"Not
 **Fault policy.**  An env that raises in ``reset`` or ``step`` costs its episode, not the
 collection: the episode is played again from the start in a freshly made env with the same
 reset seed, curriculum progress and sampling seed (so a one-off fault leaves the episode as it
-would have been); if that env raises too, the episode comes back ``failed`` (no turns), and the
-trainer gives its whole group zero advantage (:func:`~agentgym_budget.train.grpo.drop_failed_groups`)
-so that the ``B*G`` layout of the groups never shifts.  An env that raised is not played
+would have been); if that env raises too, the episode comes back ``failed`` (no turns, no
+return), and the trainer gives it zero advantage and computes its group's baseline over the
+other episodes (:func:`~agentgym_budget.train.grpo.group_advantages`), so the ``B*G`` layout
+of the groups never shifts and the rest of the group still trains.  An env that raised is not played
 again: it is closed (best effort) and replaced in the caller's ``envs`` — the rollout pool kept
 across updates — by the env that played the retry, or by another fresh one if that raised too.
 ``Episode.env_failures`` counts the raises (the trainer logs their sum as ``env_failures``).  Only the env's own calls are guarded:
