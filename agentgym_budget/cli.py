@@ -293,19 +293,17 @@ def _warn_repeated_games(console: Any, result: Any) -> None:
         console.print(f"[yellow]note:[/yellow] {repeated_games_message(repeated, result.n_tasks)}")
 
 
+#: The settings ``probe`` shares with ``eval``: their flags are eval's (made from :class:`EvalConfig`'s fields).
+_PROBE_SETTINGS = ("env_id", "policy", "policy_kwargs", "env_kwargs", "seed")
+
+
 def _add_probe_parser(sub: Any) -> None:
-    from agentgym_budget.eval.config import DEFAULT_ENV
-    from agentgym_budget.flags import key_value
+    from agentgym_budget.eval.config import EvalConfig
+    from agentgym_budget.flags import add_arguments
 
     pr = sub.add_parser("probe", help="single-step quality of a policy on a fixed, seeded set of probe states")
-    pr.add_argument("--env", default=DEFAULT_ENV, help=f"registered env id (default {DEFAULT_ENV})")
-    pr.add_argument("--policy", default="noisy-expert", help="policy name: random, expert, noisy-expert, hf")
-    pr.add_argument("--policy-arg", action="append", type=key_value, default=[], metavar="KEY=VALUE",
-                    help="policy option, repeatable")
-    pr.add_argument("--env-arg", action="append", type=key_value, default=[], metavar="KEY=VALUE",
-                    help="gym.make option, repeatable")
+    add_arguments(pr, EvalConfig, show_default=False, only=_PROBE_SETTINGS)  # --seed: the same as eval's, its tasks
     pr.add_argument("--probes", type=int, default=50, help="probe states (default 50; two per task)")
-    pr.add_argument("--seed", type=int, default=0, help="base seed: the same as eval's gives its tasks (default 0)")
     pr.add_argument("--horizon", type=int, default=50, help="expert turns allowed after the probe action")
     pr.add_argument("--out", default="results", help="folder for probes.json (default results/)")
 
@@ -314,14 +312,18 @@ def _probe(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     import agentgym_budget  # noqa: F401  (registers the envs)
+    from agentgym_budget.eval.config import EvalConfig
+    from agentgym_budget.eval.evaluate import build_policy
     from agentgym_budget.eval.probes import build_probes, probe_table, run_probes, write_probes
+    from agentgym_budget.flags import from_arguments
 
-    probes = build_probes(args.env, args.probes, args.seed, dict(args.env_arg))
-    outcome = run_probes(args.env, args.policy, probes, dict(args.env_arg), dict(args.policy_arg), seed=args.seed,
-                         horizon=args.horizon)
-    path = write_probes(Path(args.out), args.env, args.policy, outcome)
+    config: EvalConfig = from_arguments(EvalConfig, args, only=_PROBE_SETTINGS)  # checked as eval's are
+    policy = build_policy(str(config.policy), config.policy_kwargs)  # a wrong --policy-arg: one line, as in eval
+    probes = build_probes(config.env_id, args.probes, config.seed, config.env_kwargs)
+    outcome = run_probes(config.env_id, policy, probes, config.env_kwargs, seed=config.seed, horizon=args.horizon)
+    path = write_probes(Path(args.out), config.env_id, str(config.policy), outcome)
     console = Console()
-    console.print(probe_table(args.env, args.policy, outcome))
+    console.print(probe_table(config.env_id, str(config.policy), outcome))
     console.print(f"wrote {path}")
     return 0
 

@@ -34,7 +34,7 @@ import dataclasses
 import inspect
 import json
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, get_type_hints
 
 __all__ = ["add_arguments", "field_docs", "flag", "flag_table", "from_arguments", "int_list", "key_value", "no_flag",
@@ -55,12 +55,30 @@ def no_flag() -> dict[str, Any]:
     return {_FLAG: None}
 
 
-def add_arguments(parser: argparse.ArgumentParser, cls: type, *, show_default: bool = True
-                  ) -> argparse.ArgumentParser:
+def add_arguments(parser: argparse.ArgumentParser, cls: type, *, show_default: bool = True,
+                  only: Collection[str] | None = None) -> argparse.ArgumentParser:
     """One flag per field of the dataclass ``cls`` (``env_id`` → ``--env-id``), help from its docs
-    (followed by ``(default: X)`` with ``show_default``)."""
+    (followed by ``(default: X)`` with ``show_default``); ``only``: the flags of these fields alone
+    (a command that shares some of another's settings).
+
+    Example:
+        >>> import dataclasses
+        >>> @dataclasses.dataclass
+        ... class Settings:
+        ...     tasks: int = 50
+        ...     seed: int = 0
+        >>> parser = add_arguments(argparse.ArgumentParser(), Settings, only=["seed"])
+        >>> "--seed" in parser.format_usage(), "--tasks" in parser.format_usage()
+        (True, False)
+        >>> from_arguments(Settings, parser.parse_args(["--seed", "3"]), only=["seed"])
+        Settings(tasks=50, seed=3)
+        >>> add_arguments(argparse.ArgumentParser(), Settings, only=["sed"])
+        Traceback (most recent call last):
+        ...
+        ValueError: Settings has no flag for ['sed']; its flags are for: tasks, seed
+    """
     hints, docs = get_type_hints(cls), field_docs(cls)
-    for f in _flagged_fields(cls):
+    for f in _flagged_fields(cls, only):
         spec = f.metadata.get(_FLAG) or {}
         names = spec.get("names") or ("--" + f.name.replace("_", "-"),)
         overrides = dict(spec.get("kwargs", {}))
@@ -77,10 +95,11 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, *, show_default: b
     return parser
 
 
-def from_arguments(cls: type, args: argparse.Namespace) -> Any:
-    """The ``cls`` of parsed :func:`add_arguments` flags (fields without a flag keep their defaults)."""
+def from_arguments(cls: type, args: argparse.Namespace, only: Collection[str] | None = None) -> Any:
+    """The ``cls`` of parsed :func:`add_arguments` flags (fields without a flag, or not in ``only``,
+    keep their defaults)."""
     values = {}
-    for f in _flagged_fields(cls):
+    for f in _flagged_fields(cls, only):
         convert = (f.metadata.get(_FLAG) or {}).get("convert")
         value = getattr(args, f.name)
         values[f.name] = convert(value) if convert is not None else value
@@ -111,8 +130,15 @@ def field_docs(cls: type) -> dict[str, str]:
     return docs
 
 
-def _flagged_fields(cls: type) -> list[dataclasses.Field]:
-    return [f for f in dataclasses.fields(cls) if not (_FLAG in f.metadata and f.metadata[_FLAG] is None)]
+def _flagged_fields(cls: type, only: Collection[str] | None = None) -> list[dataclasses.Field]:
+    flagged = [f for f in dataclasses.fields(cls) if not (_FLAG in f.metadata and f.metadata[_FLAG] is None)]
+    if only is None:
+        return flagged
+    unknown = sorted(set(only) - {f.name for f in flagged})
+    if unknown:
+        raise ValueError(f"{cls.__name__} has no flag for {unknown}; its flags are for: "
+                         f"{', '.join(f.name for f in flagged)}")
+    return [f for f in flagged if f.name in only]
 
 
 def _default_of(f: dataclasses.Field) -> Any:

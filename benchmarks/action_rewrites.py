@@ -32,11 +32,14 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from agentgym_budget.envs.toy.key_door import COLOURS  # noqa: E402
+from agentgym_budget.eval.outcome import episode_over  # noqa: E402
+from agentgym_budget.eval.runner import play_episodes  # noqa: E402
 from agentgym_budget.policies.prompting import parse_action, strip_imagined_observation  # noqa: E402
 
 # The old rule's own line patterns, frozen with it (the library's may change).
@@ -94,20 +97,24 @@ def count_turns(env_id: str, budget: str, episodes: int, warmup_steps: int, max_
 
 
 def _play(policy, envs, seeds: list[int], counts: Counter) -> None:
-    """Play one episode per env with ``policy`` (exact matching), counting what each rule would have played."""
-    states = [policy.start(s) for s in seeds]
-    observations, infos = map(list, zip(*(env.reset(seed=s) for env, s in zip(envs, seeds))))
-    running, ended = list(range(len(envs))), [False] * len(envs)
-    while running:
-        replies = policy.act_batch([states[i] for i in running], [observations[i] for i in running],
-                                   [infos[i] for i in running])
-        for i, reply in zip(running, replies):
-            _count(strip_imagined_observation(reply.text), reply.action, infos[i]["admissible_commands"], counts)
-            observations[i], _, terminated, truncated, infos[i] = envs[i].step(reply.action)
-            ended[i] = bool(terminated or truncated)
-        running = [i for i in running if not ended[i]]
-    for env in envs:
-        env.close()
+    """Play one episode per env with ``policy`` (exact matching), all in flight together (the evaluator's loop,
+    :func:`~agentgym_budget.eval.runner.play_episodes`), counting what each rule would have played."""
+    starts = [partial(_CountingEpisode, env, policy, seed, counts) for env, seed in zip(envs, seeds)]
+    play_episodes(policy, starts, max(len(starts), 1), on_end=lambda episode: episode.env.close())
+
+
+class _CountingEpisode:
+    """One episode in flight (reset with ``seed``, the policy's seed too); each turn adds to ``counts``."""
+
+    def __init__(self, env, policy, seed: int, counts: Counter) -> None:
+        self.env, self.counts, self.done = env, counts, False
+        self.state = policy.start(seed)
+        self.obs, self.info = env.reset(seed=seed)
+
+    def step(self, reply) -> None:
+        _count(strip_imagined_observation(reply.text), reply.action, self.info["admissible_commands"], self.counts)
+        self.obs, _, terminated, truncated, self.info = self.env.step(reply.action)
+        self.done = episode_over(terminated, truncated)
 
 
 def _count(reply: str, played: str, admissible: Sequence[str], counts: Counter) -> None:

@@ -20,6 +20,9 @@ step — one token for every row in flight — (target at batch 32: <= 3), promp
 turn next to those reused from the episode's KV cache (target: the new observation and template
 only), and the time outside the model.  ``--compile`` runs the local rows a second time with
 the decode step through ``torch.compile`` (``HFChatBackend(compile=True)``), side by side.
+The local rows run once per conversation format (``--history``, default ``replies,append``:
+the evaluator's default prompt and the append-only one, ``LLMPolicy(history="append")``), and a
+last table puts them side by side.
 
 Run:
     python benchmarks/llm_rollout_throughput.py                # about 3-6 minutes on 2 cores
@@ -97,7 +100,7 @@ def run(policy, episodes: int, turns: int, concurrency: int) -> tuple[float, flo
     return time.perf_counter() - wall, time.process_time() - cpu, sum(r.turns for r in records), records
 
 
-def local(args: argparse.Namespace, compile_step: bool) -> None:
+def local(args: argparse.Namespace, compile_step: bool, history: str) -> dict:
     import torch
 
     from agentgym_budget.policies.chat import Sampling
@@ -110,7 +113,7 @@ def local(args: argparse.Namespace, compile_step: bool) -> None:
     sampling = Sampling(temperature=1.0, max_new_tokens=args.new_tokens)
     backend = HFChatBackend(model, tokenizer, name="hf(tiny)", compile=compile_step)
     timer = ModelTimer(backend)
-    policy = LLMPolicy(backend, sampling)
+    policy = LLMPolicy(backend, sampling, history=history)
     run(policy, 2, 2, 2)  # warm-up: first-call costs (allocator, kernels, compiling) out of the figures
     run(policy, args.batch, 2, args.batch)  # the batched shapes too (a compiled step specialises on them)
 
@@ -125,7 +128,8 @@ def local(args: argparse.Namespace, compile_step: bool) -> None:
     one, many = figures[1], figures[args.batch]
     same = many["records"][: len(one["records"])] == one["records"]
     print(f"local HF tiny model, {ENV_ID}, T={args.turns}, {args.new_tokens} new tokens max, "
-          f"torch threads {args.threads}, decode step {'compiled' if compile_step else 'eager'}")
+          f"torch threads {args.threads}, decode step {'compiled' if compile_step else 'eager'}, "
+          f"LLMPolicy(history={history!r})")
     for batch, f in figures.items():
         print(f"  batch {batch:<2d}: {f['turns']:5d} turns, wall {f['wall']:7.2f} s = {f['turns'] / f['wall']:6.2f} "
               f"turns/s, CPU {f['cpu']:7.2f} s = {f['turns'] / f['cpu']:6.2f} turns/CPU-s "
@@ -137,6 +141,17 @@ def local(args: argparse.Namespace, compile_step: bool) -> None:
     print(f"  ratio batch {args.batch} / batch 1: {(many['turns'] / many['wall']) / (one['turns'] / one['wall']):.1f}x "
           f"turns/s (wall), {(many['turns'] / many['cpu']) / (one['turns'] / one['cpu']):.1f}x turns/CPU-s; "
           f"the {len(one['records'])} shared episodes identical: {same}")
+    return figures
+
+
+def side_by_side(args: argparse.Namespace, by_history: dict[str, dict]) -> None:
+    """One line per conversation format: prompt tokens run per turn, turns per CPU-second at batch 1 and N, ratio."""
+    print(f"side by side (the same run): prompt tokens run per turn, turns/CPU-s at batch 1 and {args.batch}, ratio")
+    for history, figures in by_history.items():
+        one, many = figures[1], figures[args.batch]
+        print(f"  history={history:<8s} run {one['run_tokens']:4.0f} / {many['run_tokens']:4.0f} tokens per turn, "
+              f"{one['turns'] / one['cpu']:6.2f} / {many['turns'] / many['cpu']:6.2f} turns/CPU-s, "
+              f"ratio {(many['turns'] / many['cpu']) / (one['turns'] / one['cpu']):.1f}x")
 
 
 def served(args: argparse.Namespace) -> None:
@@ -178,13 +193,16 @@ def main() -> None:
     parser.add_argument("--episodes-served", type=int, default=16)
     parser.add_argument("--served-concurrency", type=int, default=8)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (and llama.cpp's)")
+    parser.add_argument("--history", default="replies,append",
+                        help="LLMPolicy conversation formats to run, comma-separated (replies, actions, append)")
     parser.add_argument("--skip-served", action="store_true")
     parser.add_argument("--compile", action="store_true", help="also run the local rows with the compiled decode step")
     args = parser.parse_args()
     import agentgym_budget  # noqa: F401  (registers the envs)
 
+    histories = args.history.split(",")
     for compile_step in (False, True) if args.compile else (False,):
-        local(args, compile_step)
+        side_by_side(args, {history: local(args, compile_step, history) for history in histories})
     if not args.skip_served:
         served(args)
 

@@ -1,10 +1,16 @@
-"""Policies that misbehave on one task, for the Ray fault tests (importable by Ray actors)."""
+"""Policies and an env that misbehave, for the Ray fault tests (importable by Ray actors)."""
 
 from __future__ import annotations
 
 import os
-from agentgym_budget.policies.baselines import NoisyExpertPolicy
+
+import gymnasium as gym
+
+from agentgym_budget.envs.toy.key_door import KeyDoorEnv
 from agentgym_budget.seeds import attempt_seed
+from agentgym_budget.policies.baselines import NoisyExpertPolicy
+from agentgym_budget.train.config import TrainConfig
+from scripted_envs import FaultyEnv
 
 
 class _OnTask(NoisyExpertPolicy):
@@ -36,3 +42,24 @@ class RaiseOnTask(_OnTask):
     def misbehave(self) -> None:
         raise ValueError("policy bug on purpose")
 
+
+FAULTY_KEY_DOOR = "FaultyKeyDoor-v0"
+
+
+def faulty_key_door(fault_seeds: tuple[int, ...] = (), fault_turn: int = 1, fault_budget: int | None = None,
+                    **kwargs) -> FaultyEnv:
+    """KeyDoor under ``FaultyEnv``, whose settings come as env kwargs: a test's settings of the class do not
+    reach an actor's process.  The process's first env sets them (its raises are counted across the process's
+    envs, the retries' included, as ``FaultyEnv.budget`` is)."""
+    if FaultyEnv.made == 0:
+        FaultyEnv.seeds, FaultyEnv.turn, FaultyEnv.budget = set(fault_seeds), fault_turn, fault_budget
+    return FaultyEnv(KeyDoorEnv(**kwargs))
+
+
+if FAULTY_KEY_DOOR not in gym.registry:
+    gym.register(id=FAULTY_KEY_DOOR, entry_point=faulty_key_door)
+
+
+class FaultyKeyDoorConfig(TrainConfig):
+    """A ``TrainConfig`` that a Ray actor unpickles by importing this module, which registers ``FAULTY_KEY_DOOR``
+    in the actor's process (the actors import only ``agentgym_budget``)."""

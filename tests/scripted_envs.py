@@ -66,17 +66,21 @@ class FaultyEnv(gym.Wrapper):
     """Raises in ``step`` number ``turn`` (``reset`` when 0) of episodes reset with a seed in ``seeds``.
 
     ``budget`` (class-wide) is how many raises are left across every instance (``None``: always raise).
+    ``instances`` (class-wide) are the instances that may raise, by the ``made`` count at their making
+    (``None``: every one), to fail one episode of a group whose episodes share a seed.
     ``made`` and ``closed`` count instances made and closed; a closed one refuses to play (raises).
     """
 
     seeds: set[int] = set()
     turn = 1
     budget: int | None = None
+    instances: set[int] | None = None
     made = 0
     closed = 0
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
+        self._ordinal = FaultyEnv.made
         FaultyEnv.made += 1
         self._seed: int | None = None
         self._turn = 0
@@ -85,7 +89,8 @@ class FaultyEnv(gym.Wrapper):
     def _maybe_raise(self) -> None:
         if self._closed:
             raise RuntimeError("a closed env was played")
-        if self._seed in FaultyEnv.seeds and self._turn == FaultyEnv.turn and FaultyEnv.budget != 0:
+        chosen = FaultyEnv.instances is None or self._ordinal in FaultyEnv.instances
+        if chosen and self._seed in FaultyEnv.seeds and self._turn == FaultyEnv.turn and FaultyEnv.budget != 0:
             if FaultyEnv.budget is not None:
                 FaultyEnv.budget -= 1
             raise ConnectionError(f"backend lost at turn {self._turn}")
@@ -108,6 +113,7 @@ class FaultyEnv(gym.Wrapper):
     @staticmethod
     def isolated(monkeypatch) -> type[FaultyEnv]:
         """``FaultyEnv`` with its class-wide settings at their defaults for one test (restored after it)."""
-        for name, value in (("seeds", set()), ("turn", 1), ("budget", None), ("made", 0), ("closed", 0)):
+        for name, value in (("seeds", set()), ("turn", 1), ("budget", None), ("instances", None), ("made", 0),
+                            ("closed", 0)):
             monkeypatch.setattr(FaultyEnv, name, value)
         return FaultyEnv

@@ -176,3 +176,24 @@ def test_compare_mistakes_are_one_line_errors(tmp_path, capsys):
     assert (folder / "passkt_diff.png").stat().st_size > 0 and str(folder / "passkt_diff.png") in printed
     assert main(["compare", str(tmp_path / "a"), str(tmp_path / "a"), "--out", str(tmp_path / "diff")]) == 0
     assert (tmp_path / "diff.png").is_file() and str(tmp_path / "diff.png") in "".join(capsys.readouterr().out.split())
+
+
+def _options(command: str) -> dict[str, tuple[str | None, object]]:
+    """Each option of a subcommand: its help and its default."""
+    from agentgym_budget.cli import _parser
+
+    sub = next(a for a in _parser()._actions if a.dest == "command").choices[command]
+    return {name: (a.help, a.default) for a in sub._actions for name in a.option_strings}
+
+
+def test_probe_shares_evals_flags_for_the_settings_they_share(tmp_path, capsys):
+    probe, evaluation = _options("probe"), _options("eval")
+    for name in ("--env", "--policy", "--policy-arg", "--env-arg", "--seed"):
+        assert probe[name] == evaluation[name], name
+    # ... so a value eval refuses, probe refuses the same way (one line, exit 2)
+    for extra, names in ((["--seed", "-1"], ["-1", "0.."]), (["--env-arg", "=1"], ["'=1'", "KEY=VALUE"])):
+        code, err = _run_cli(["probe", "--env", "KeyDoor-Budget-v0", "--out", str(tmp_path), *extra], capsys)
+        assert code == 2 and len(err.strip().splitlines()) == 1 and all(n in err for n in names), err
+    code, err = _run_cli(["probe", "--env", "KeyDoor-Budget-v0", "--policy-arg", "q=1",
+                          "--probes", "2", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "'q'" in err and len(err.strip().splitlines()) == 1, err

@@ -17,7 +17,7 @@ from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor  # noqa: E40
 from agentgym_budget.policies import LLMPolicy, make_policy  # noqa: E402
 from agentgym_budget.eval.transcripts import read_transcripts  # noqa: E402
 from agentgym_budget.policies.chat import Completion, Sampling  # noqa: E402
-from agentgym_budget.policies.hf import HFChatBackend, encode_conversation  # noqa: E402
+from agentgym_budget.policies.hf import HFChatBackend, _prompt_text, encode_conversation  # noqa: E402
 from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer  # noqa: E402
 from agentgym_budget.train.grpo import TurnSample, action_logprobs, collate  # noqa: E402
 
@@ -327,3 +327,111 @@ def test_the_compiled_decode_step_gives_the_eager_replies(tiny) -> None:
 def test_the_hf_policy_refuses_a_compile_setting_that_is_not_a_boolean() -> None:
     with pytest.raises(ValueError, match="compile must be true or false, got 'yes'"):
         make_policy("hf", model="tiny", tiny_env="KeyDoor-v0", compile="yes")
+
+
+# -- append-only conversations (history="append") -------------------------------------------------
+KEY_INFO = {"task": "open the door", "admissible_commands": ["take key", "open door"], "turns_left": 3, "budget": 5}
+
+
+def _play_append(tiny, observations, rows=2, **sampling):
+    """Turns of ``rows`` append-mode episodes: per turn (messages, completions, prefill input ids fed)."""
+    model, tokenizer = tiny
+    backend = HFChatBackend(model, tokenizer)
+    policy = LLMPolicy(backend, Sampling(**{"temperature": 1.0, "max_new_tokens": 8, **sampling}), history="append",
+                       show_budget=True)
+    states = [policy.start(seed) for seed in range(rows)]
+    turns = []
+    for obs in observations:
+        messages = [policy.messages(s, obs, KEY_INFO) for s in states]
+        fed = []
+        handle = model.register_forward_pre_hook(lambda _m, _a, kw: fed.append(kw["input_ids"].clone()),
+                                                 with_kwargs=True)
+        try:
+            completions = [r.completion for r in policy.act_batch(states, [obs] * rows, [KEY_INFO] * rows)]
+        finally:
+            handle.remove()
+        turns.append((messages, completions, fed[0]))
+    return backend, states, turns
+
+
+def test_append_mode_feeds_the_last_prompt_the_sampled_reply_and_only_the_new_message(tiny) -> None:
+    backend, states, turns = _play_append(tiny, ["You see a key.", "You took the key.", "A door."])
+    for (_, before, _), (messages, after, prefill) in zip(turns, turns[1:]):
+        for row, (old, new) in enumerate(zip(before, after)):
+            appended = backend.appended_ids(old.prompt_ids + old.completion_ids, messages[row][-1])
+            assert new.prompt_ids == old.prompt_ids + old.completion_ids + appended
+            # the KV cache holds all but the last sampled token: that token and the new message are all that run
+            expected = [old.completion_ids[-1], *appended]
+            assert prefill[row, -len(expected):].tolist() == expected
+        assert prefill.shape[1] == max(1 + len(new.prompt_ids) - len(old.prompt_ids) - len(old.completion_ids)
+                                       for old, new in zip(before, after))
+    last_messages = turns[-1][0][0]
+    users = [m["content"] for m in last_messages if m["role"] == "user"]
+    assert len(users) == 3 and all("[Turns left: 3 of 5]" in u and "Available commands: take key" in u for u in users)
+    assert [m["content"] for m in last_messages if m["role"] == "assistant"] == [
+        t[1][0].text for t in turns[:-1]]  # past replies whole, as sampled (a text backend is sent these)
+    assert states[0].ids == turns[-1][1][0].prompt_ids + turns[-1][1][0].completion_ids
+
+
+def _chatml(tokenizer):
+    import copy
+
+    templated = copy.deepcopy(tokenizer)
+    templated.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}{{ eos_token }}\n"
+                               "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+    return templated
+
+
+@pytest.mark.parametrize("template", ["plain", "chatml"])
+@pytest.mark.parametrize("ends_on_eos", [False, True])
+def test_appended_ids_equal_encoding_the_conversation_text_where_the_tokenizer_round_trips(tiny, template,
+                                                                                          ends_on_eos) -> None:
+    model, tokenizer = tiny
+    tokenizer = _chatml(tokenizer) if template == "chatml" else tokenizer
+    backend = HFChatBackend(model, tokenizer)
+    # a reply the tiny tokenizer splits from the prompt as it would in one text (after the plain prompt's
+    # "Thought:", a space would merge with it: there the ids and the re-encoded text differ, by design)
+    reply = "\tI take key"
+    reply_ids = tokenizer(reply, add_special_tokens=False)["input_ids"]
+    if ends_on_eos:
+        reply_ids.append(tokenizer.eos_token_id)
+    first = chat("You see a key.")
+    new = {"role": "user", "content": "Observation: You took the key."}
+    previous = encode_conversation(tokenizer, first) + reply_ids
+    appended = backend.appended_ids(previous, new)
+    text = tokenizer.decode(previous + appended)  # the append-only conversation's text, special tokens included
+    assert tokenizer(text, add_special_tokens=False)["input_ids"] == previous + appended
+    if template == "chatml":  # the same text the chat template writes for the whole conversation
+        assert text == _prompt_text(tokenizer, [*first, {"role": "assistant", "content": reply}, new])
+    else:
+        ending = ("<|im_end|>" if ends_on_eos else "") + "\nObservation: You took the key.\nThought:"
+        assert text.endswith(reply + ending)
+    [completion] = backend.complete([[*first, {"role": "assistant", "content": reply}, new]], [0],
+                                    Sampling(max_new_tokens=2), previous=[previous])
+    assert completion.prompt_ids == previous + appended
+
+
+def test_append_mode_sampler_logprobs_are_what_the_trainers_loss_computes(tiny) -> None:
+    model, tokenizer = tiny
+    _, _, turns = _play_append(tiny, ["You see a key.", "You took the key."], rows=2, temperature=0.7)
+    for completion in turns[-1][1]:  # a later turn: its prompt holds sampled ids and ran mostly from the KV cache
+        sample = TurnSample(completion.prompt_ids + completion.completion_ids, len(completion.prompt_ids), 1.0)
+        logp, _ = action_logprobs(model, collate([sample], tokenizer.pad_token_id, "token-mean"), temperature=0.7)
+        assert logp.tolist() == pytest.approx(completion.logprobs, abs=1e-5)
+
+
+def test_append_mode_starts_again_from_the_latest_turns_past_max_turns_shown(tiny) -> None:
+    model, tokenizer = tiny
+    policy = LLMPolicy(HFChatBackend(model, tokenizer), Sampling(max_new_tokens=3), history="append",
+                       max_turns_shown=4)
+    state = policy.start(0)
+    completions = [policy.act_batch([state], [f"room {turn}"], [KEY_INFO])[0].completion for turn in range(6)]
+    shown = [m["content"].split("\n")[0] for m in policy.messages(state, "next", KEY_INFO) if m["role"] == "user"]
+    # turn 4 would have shown 5 turns: the conversation started again from the latest two (3, 4), then grew again
+    assert shown == ["Observation: room 3", "Observation: room 4", "Observation: room 5", "Observation: next"]
+    restart, after = completions[4], completions[5]
+    assert len(restart.prompt_ids) < len(completions[3].prompt_ids)
+    assert after.prompt_ids[: len(restart.prompt_ids) + len(restart.completion_ids)] == (restart.prompt_ids
+                                                                                         + restart.completion_ids)
+    with pytest.raises(ValueError, match="history must be one of"):
+        LLMPolicy(HFChatBackend(model, tokenizer), history="whole")

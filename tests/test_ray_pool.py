@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -267,6 +268,38 @@ def test_trainer_with_ray_rollouts_learns_exactly_as_local(ray_instance, tmp_pat
     assert any(m["grad_norm"] > 0 for m in local_history)  # the weights did move: the comparison has teeth
     assert local_weights.keys() == ray_weights.keys()
     assert all(torch.equal(local_weights[name], ray_weights[name]) for name in local_weights)
+
+
+@pytest.mark.slow  # the tiny model and torch in an actor: ~1 min on 2 busy cores
+def test_a_rollout_actor_plays_on_with_the_env_that_replaced_one_that_raised(ray_instance, monkeypatch):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    from ray_helpers import FAULTY_KEY_DOOR, FaultyKeyDoorConfig
+    from scripted_envs import FaultyEnv
+    from agentgym_budget.distributed import RayRolloutPool
+    from agentgym_budget.train import make_train_env, tiny_model_and_tokenizer
+    from agentgym_budget.train.sharding import collect_sharded
+
+    FaultyEnv.isolated(monkeypatch)  # this process's first env sets the faults, as the actor's does
+    # Seed 9's first env raises once, at its 1st step; the retry's fresh env plays the episode and takes its place.
+    config = FaultyKeyDoorConfig(env_id=FAULTY_KEY_DOOR, budget="fixed:3", tasks_per_update=2, group_size=2,
+                                 max_new_tokens=4, torch_threads=1,
+                                 env_kwargs={"fault_seeds": (9,), "fault_turn": 1, "fault_budget": 1})
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    seeds = [9, 9, 7, 7]
+    envs = [make_train_env(config) for _ in seeds]
+    with RayRolloutPool(config, model, tokenizer, actors=1) as pool:
+        # One actor plays both shards on the same two envs: the second shard plays on the replacement (the
+        # closed env that raised would refuse to play: one more env failure).  Then a second update on them.
+        for update, failures in enumerate(([1, 0, 0, 0], [0, 0, 0, 0])):
+            remote = pool.collect(model, seeds, sampling_seed=update, shards=2)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)  # the local fault's warning
+                local = collect_sharded(model, tokenizer, envs, seeds, config, sampling_seed=update, shards=2)
+            assert [e.env_failures for e in remote] == failures
+            assert not any(e.failed for e in remote)
+            assert remote == local
+        assert pool.actor_failures == 0  # the env's fault did not cost the actor
 
 
 _LISTENERS_SCRIPT = """

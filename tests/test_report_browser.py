@@ -131,6 +131,31 @@ def test_chromium_renders_a_comparison_and_an_unknown_episode(run_folder, tmp_pa
     assert "episode" not in dom.by_id
 
 
+#: Measures, once the page has drawn, whether each results panel's content fits its box (as JSON on the body).
+MEASURE = """<script>addEventListener("load", () => {
+  document.body.dataset.layout = JSON.stringify([...document.querySelectorAll("section.results")].map(box => ({
+    box: [box.scrollWidth, box.clientWidth, box.getBoundingClientRect().right],
+    figures: [...box.querySelectorAll("figure")].map(f => [f.className, f.scrollWidth, f.clientWidth,
+                                                           f.getBoundingClientRect().right])})));
+});</script></body>"""
+
+
+@pytest.mark.parametrize("width", [1280, 1400])
+def test_the_results_panel_fits_its_box_at_a_laptop_width(run_folder, tmp_path, width) -> None:
+    """Heatmap, curves and behaviour table side by side or wrapped, never sticking out of their box
+    (the behaviour table overflowed it at 1400 px when it had a grid column of its own)."""
+    page = tmp_path / "measured.html"
+    page.write_text(build_report(run_folder).replace("</body>", MEASURE), encoding="utf-8")
+    dom = DOM(chromium(page, tmp_path, "", "--dump-dom", f"--window-size={width},900"))
+    panels = json.loads(dom.body["data-layout"])
+    assert len(panels) == 1 and len(panels[0]["figures"]) == 3
+    for panel in panels:
+        scroll_width, client_width, right = panel["box"]
+        assert scroll_width <= client_width, panel
+        for name, figure_scroll, figure_client, figure_right in panel["figures"]:
+            assert figure_scroll <= figure_client and figure_right <= right, (name, panel)
+
+
 #: Markup that runs script if it ever becomes HTML: it would set the title and mark the body.
 PAYLOAD = ("<img src=x onerror=\"document.title='pwned';document.body.dataset.pwned=1\">"
            "<svg onload=\"document.body.dataset.pwned=2\"></svg>")

@@ -350,7 +350,8 @@ def test_sigterm_stops_a_served_run_at_once_keeping_finished_episodes(hostile: H
     finally:
         process.kill()
     print(f"SIGTERM: exited {elapsed:.2f} s after the signal (timeout=30)")
-    assert process.returncode == 130 and elapsed < 2.0, err
+    # Well before the 30 s request timeout it must not wait for; the margin is for a loaded machine.
+    assert process.returncode == 130 and elapsed < 10.0, err
     lines = (out / "episodes.jsonl").read_text().splitlines()
     assert len(lines) == 2 and "2 of 3 episodes are saved" in err
 

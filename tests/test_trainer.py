@@ -184,6 +184,26 @@ def test_the_trainer_refuses_fuzzy_action_matching():
     assert TrainConfig().action_matching == "exact"
 
 
+def test_append_history_records_each_turns_prompt_as_the_last_one_plus_its_sampled_reply():
+    from agentgym_budget.train.rollout import collect_episodes, make_train_env
+
+    config = TrainConfig(env_id="KeyDoor-v0", budget="fixed:3", max_new_tokens=4, history="append")
+    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0")
+    envs = [make_train_env(config) for _ in range(2)]
+    episodes = collect_episodes(model, tokenizer, envs, seeds=[3, 4], config=config, sampling_seed=0)
+    chained = 0
+    for episode in episodes:
+        for before, after in zip(episode.turns, episode.turns[1:]):
+            # the loss's sample of a later turn holds the earlier turns' sampled ids exactly
+            assert after.prompt_ids[: len(before.prompt_ids) + len(before.action_ids)] == (before.prompt_ids
+                                                                                           + before.action_ids)
+            chained += 1
+    assert chained >= 2
+    assert TrainConfig().history == "actions"  # the prompt the learning results were measured with
+    with pytest.raises(ValueError, match="history must be 'actions' or 'append'"):
+        TrainConfig(history="replies")
+
+
 def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match="group_size"):
         TrainConfig(group_size=1)

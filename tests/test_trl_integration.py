@@ -8,6 +8,7 @@ import os
 import pickle
 import re
 import warnings
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -225,11 +226,30 @@ def test_trl_renders_and_parses_our_tool_calls() -> None:
                                                                     "arguments": {"command": "go to toilet 1"}}}]
 
 
+def instruction_rows(seeds: Iterable[int]):
+    """The training set: the instruction prompt, one row per game seed (TRL passes ``seed`` to ``reset``)."""
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": [{"role": "user", "content": INSTRUCTION + "\n"}], "seed": seed}
+                              for seed in seeds])
+
+
+def grpo_args(tmp_path, max_steps: int):
+    """GRPO on CPU: one group of 4 rollouts per step, each step's completions logged to a parquet table."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(
+        output_dir=str(tmp_path), use_cpu=True, max_steps=max_steps, per_device_train_batch_size=4,
+        num_generations=4, learning_rate=1e-3, max_completion_length=400,
+        max_tool_calling_iterations=max(BUDGETS) + 1, logging_steps=1, log_completions=True, report_to="none",
+        save_strategy="no", seed=0, dataloader_num_workers=0, bf16=False, temperature=0.7,
+    )
+
+
 @pytest.mark.slow
 def test_grpo_trainer_takes_optimizer_steps_on_alfworld_budget_mix(tmp_path) -> None:
     import pandas as pd
-    from datasets import Dataset
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     torch.manual_seed(0)
@@ -238,16 +258,9 @@ def test_grpo_trainer_takes_optimizer_steps_on_alfworld_budget_mix(tmp_path) -> 
     assert losses[-1] < losses[0] / 4, losses
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
 
-    dataset = Dataset.from_list([{"prompt": [{"role": "user", "content": INSTRUCTION + "\n"}], "seed": seed}
-                                 for seed in range(6)])
-    args = GRPOConfig(
-        output_dir=str(tmp_path), use_cpu=True, max_steps=3, per_device_train_batch_size=4, num_generations=4,
-        learning_rate=1e-3, max_completion_length=400, max_tool_calling_iterations=max(BUDGETS) + 1,
-        logging_steps=1, log_completions=True, report_to="none", save_strategy="no", seed=0,
-        dataloader_num_workers=0, bf16=False, temperature=0.7,
-    )
     trainer = GRPOTrainer(
-        model=model, processing_class=tokenizer, args=args, train_dataset=dataset, reward_funcs=[episode_reward],
+        model=model, processing_class=tokenizer, args=grpo_args(tmp_path, max_steps=3),
+        train_dataset=instruction_rows(seeds=range(6)), reward_funcs=[episode_reward],
         # The invalid-action process reward: episodes of random commands differ in it, so GRPO's
         # group-normalised advantages are not all zero (the tiny model never wins in 3 turns).
         environment_factory=environment_factory(ENV_ID, budget="mix", budgets=BUDGETS, show_budget=True, wrappers=[
@@ -275,3 +288,90 @@ def test_grpo_trainer_takes_optimizer_steps_on_alfworld_budget_mix(tmp_path) -> 
     assert any(entry.get("grad_norm", 0) > 0 for entry in trainer.state.log_history)
     logged = [entry for entry in trainer.state.log_history if "episode/budget" in entry]
     assert len(logged) == 3 and all(min(BUDGETS) <= e["episode/budget"] <= max(BUDGETS) for e in logged)
+
+
+@pytest.mark.slow
+def test_grpo_trainer_steps_on_when_one_rollout_of_the_group_loses_its_env(tmp_path, monkeypatch) -> None:
+    """TRL's own trainer, not a stand-in: one rollout's env raises mid-episode, and again in the fresh env the
+    session replays it in; that rollout ends failed (reward None, logged), the other three and the step go on."""
+    import pandas as pd
+    from trl import GRPOTrainer
+
+    from scripted_envs import FaultyEnv
+
+    faults = FaultyEnv.isolated(monkeypatch)
+    faults.seeds, faults.turn, faults.budget = set(range(6)), 1, 2  # the first tool call raises, and its replay
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.manual_seed(0)
+    model, tokenizer = tiny_tool_model()
+    tool_call_warmup(model, tokenizer, steps=100)  # so the model calls the tool, reaching the raising step
+    trainer = GRPOTrainer(
+        model=model, processing_class=tokenizer, args=grpo_args(tmp_path, max_steps=1),
+        train_dataset=instruction_rows(seeds=range(6)), reward_funcs=[episode_reward],
+        environment_factory=environment_factory(ENV_ID, budget=max(BUDGETS), show_budget=True,
+                                                wrappers=[FaultyEnv]),
+    )
+    with pytest.warns(RuntimeWarning, match=r"raised at step 1: ConnectionError: backend lost at turn 1"):
+        trainer.train()
+
+    assert trainer.state.global_step == 1
+    assert (faults.budget, faults.closed >= 2) == (0, True)  # both raises happened; both raising envs were closed
+    (table,) = (tmp_path / "completions").glob("completions_*.parquet")
+    rows = pd.read_parquet(table)
+    assert list(rows["outcome"]).count("failed") == 1, rows[["outcome", "turns", "env_failures"]]
+    assert sorted(rows["env_failures"]) == [0, 0, 0, 2]
+    failed = rows[rows["outcome"] == "failed"].iloc[0]
+    tool_results = [m["content"] for m in failed["completion"] if m["role"] == "tool"]
+    # the failed call's answer: the game as it was before the command, then why the episode is over
+    assert tool_results[0].endswith("The episode is over: the game's environment failed (ConnectionError: backend "
+                                    "lost at turn 1 (at step 1)); this episode does not count.")
+    logged = [entry for entry in trainer.state.log_history if "episode/env_failures" in entry]
+    assert [(e["episode/env_failures"], e["episode/failed"]) for e in logged] == [(2.0, 0.25)]
+
+
+def keydoor_expert_call(conversation: str) -> str:
+    """The tool call (or, once the game answered twice, a closing reply) KeyDoor's expert makes next,
+    read from the conversation so far: take the key, then open the task's door (a win in two turns)."""
+    answered = conversation.count("<tool_response>")
+    if answered >= 2:
+        return "Done.<|im_end|>"
+    if answered == 0:
+        return tool_call_text("take key")
+    return tool_call_text("open " + re.search(r"Your task is to: open the (\w+) door", conversation).group(1) + " door")
+
+
+@pytest.mark.slow
+def test_grpo_trainer_logs_a_win_on_the_budgets_last_turn_as_terminated(tmp_path, monkeypatch) -> None:
+    """TRL's own trainer runs its tool loop, our env, the reward and the logging; only the model's sampling is
+    scripted (the expert, so the win lands on the last turn of a budget of 2; a budget of 1 runs out first)."""
+    import pandas as pd
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    torch.manual_seed(0)
+    model, tokenizer = tiny_tool_model()
+    args = grpo_args(tmp_path, max_steps=2)
+    args.max_completion_length = 2000  # KeyDoor's text in the ALFWorld-trained tokenizer: many byte tokens
+    rows = Dataset.from_list([{"prompt": [{"role": "user", "content": "Open the door: call act per turn.\n"}],
+                               "seed": seed, "budget": budget} for seed, budget in [(0, 2), (1, 1)]])
+    trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=rows,
+                          reward_funcs=[episode_reward],
+                          environment_factory=environment_factory("KeyDoor-Budget-v0", budget="mix:1,2"))
+
+    def scripted_generation(prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        calls = [keydoor_expert_call(tokenizer.decode(ids)) for ids in prompt_ids]
+        return [tokenizer(call, add_special_tokens=False)["input_ids"] for call in calls], None
+
+    monkeypatch.setattr(trainer, "_generate_single_turn", scripted_generation)
+    trainer.train()
+
+    assert trainer.state.global_step == 2
+    table = pd.concat([pd.read_parquet(t) for t in sorted((tmp_path / "completions").glob("completions_*.parquet"))])
+    outcomes = sorted(set(zip(table["budget"], table["turns"], table["outcome"], table["won"])))
+    # budget 2: the expert's second command wins on the budget's last turn: terminated and won, not truncated
+    assert outcomes == [(1, 1, "truncated", False), (2, 2, "terminated", True)], table[["budget", "turns", "outcome"]]
+    assert len(table) == 8
+    by_budget = {int(e["episode/budget"]): e for e in trainer.state.log_history if "episode/budget" in e}
+    assert (by_budget[2]["episode/terminated"], by_budget[2]["episode/truncated"]) == (1.0, 0.0)
+    assert (by_budget[1]["episode/terminated"], by_budget[1]["episode/truncated"]) == (0.0, 1.0)

@@ -61,8 +61,8 @@ from agentgym_budget.policies.base import POLICIES, Policy, make_policy
 from agentgym_budget.seeds import task_seed
 from agentgym_budget.text import redact_url
 
-__all__ = ["EvaluationPlan", "RepeatedGamesWarning", "build_jobs", "evaluate", "plan_evaluation", "policy_settings",
-           "resolve_mode", "run_evaluation", "shows_budget", "token_usage", "versions"]
+__all__ = ["EvaluationPlan", "RepeatedGamesWarning", "build_jobs", "build_policy", "evaluate", "plan_evaluation",
+           "policy_settings", "resolve_mode", "run_evaluation", "shows_budget", "token_usage", "versions"]
 
 
 def shows_budget(env_id: str, env_kwargs: dict[str, Any]) -> bool:
@@ -209,14 +209,24 @@ def plan_evaluation(config: EvalConfig | str | None = None, policy: str | Policy
     """
     config = EvalConfig.of(config, policy, **settings)
     env_kwargs = {**eval_kwargs_of(config.env_id), **config.env_kwargs}  # e.g. full expert plans for the metrics
-    policy_obj = _build_policy(config.policy, config.policy_kwargs) if isinstance(config.policy, str) else config.policy
+    policy_obj = build_policy(config.policy, config.policy_kwargs) if isinstance(config.policy, str) else config.policy
     show_budget = shows_budget(config.env_id, env_kwargs)
     mode = resolve_mode(config.mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
     return EvaluationPlan(config=config, policy_obj=policy_obj, env_kwargs=env_kwargs, mode=mode,
                           show_budget=show_budget, jobs=tuple(build_jobs(config.tasks, config.attempts, config.ts, mode)))
 
 
-def _build_policy(name: str, kwargs: dict[str, Any]) -> Policy:
+def build_policy(name: str, kwargs: dict[str, Any]) -> Policy:
+    """The registered policy ``name`` built with ``kwargs``; an option it does not take is a one-line
+    ``ValueError`` naming the options it does take.
+
+    Example:
+        >>> import agentgym_budget
+        >>> build_policy("noisy-expert", {"q": 1})
+        Traceback (most recent call last):
+        ...
+        ValueError: policy 'noisy-expert' does not take {'q': 1}: NoisyExpertPolicy.__init__() got an unexpected keyword argument 'q' (its options: p)
+    """
     try:
         return make_policy(name, **kwargs)
     except TypeError as e:  # an unknown or missing argument: the caller's mistake, said as a ValueError

@@ -212,14 +212,15 @@ def expert_match_of(action: str, info: dict[str, Any]) -> int:
     return UNKNOWN
 
 
-def transcript_turn(turn: int, observation: str, reply: PolicyReply, info: dict[str, Any], next_obs: str,
+def transcript_turn(turn: int, observation: str, reply: PolicyReply, info: dict[str, Any],
                     reward: float, terminated: bool, truncated: bool, next_info: dict[str, Any]) -> dict[str, Any]:
     """One turn of a transcript: the agent saw ``observation`` (with ``info``), answered ``reply``,
-    and the env's ``step`` returned ``next_obs, reward, terminated, truncated, next_info``.
+    and the env's ``step`` returned ``reward, terminated, truncated, next_info`` (the next
+    observation is the following turn's ``observation``, or the record's ``final_observation``).
 
     Example:
         >>> row = transcript_turn(1, "A door.", PolicyReply("open door", "Thought: open it.\\nAction: open door"),
-        ...     {"admissible_commands": ["open door", "look"], "expert_action": "open door"}, "It opens.", 1.0,
+        ...     {"admissible_commands": ["open door", "look"], "expert_action": "open door"}, 1.0,
         ...     True, False, {"won": True})
         >>> row["action"], row["admissible"], row["expert_action"], row["won"], row["action_effect"]
         ('open door', True, 'open door', True, None)

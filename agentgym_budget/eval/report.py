@@ -252,8 +252,8 @@ def _metrics_table(run: RunData, label: str | None, element_id: str) -> str:
     body = "".join(f"<tr><th>{_esc(k)}</th><td>{_esc(v)}</td></tr>" for k, v in run.result.metrics_rows())
     caption = f"Agent behaviour (episodes at T={run.result.metrics.get('budget')})"
     caption = f"{label}: {caption[0].lower()}{caption[1:]}" if label else caption
-    return (f'<figure><figcaption>{_esc(caption)}</figcaption><table class="metrics" id="{element_id}">{body}'
-            "</table></figure>")
+    return (f'<figure class="behaviour"><figcaption>{_esc(caption)}</figcaption>'
+            f'<table class="metrics" id="{element_id}">{body}</table></figure>')
 
 
 def _compare(a: RunData, b: RunData, labels: tuple[str, str]) -> str:
@@ -408,8 +408,8 @@ h1 { font-size: 21px; margin: 0 0 2px; } h2 { font-size: 16px; margin: 0 0 10px;
 .row { display: flex; flex-wrap: wrap; gap: 14px; align-items: flex-start; }
 section { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px 14px; margin-top: 14px; }
 .row > section.identity { margin-top: 0; flex: 1 1 520px; }
-.row.wide { display: grid; grid-template-columns: max-content max-content minmax(320px, 1fr); gap: 24px 26px; }
-@media (max-width: 1250px) { .row.wide { grid-template-columns: max-content minmax(320px, 1fr); } }
+.row.wide { gap: 24px 26px; }
+.row.wide > .behaviour { flex: 1 1 auto; min-width: 0; overflow-x: auto; }
 table { border-collapse: collapse; }
 .identity dl { display: grid; grid-template-columns: max-content minmax(0, 1fr); gap: 3px 14px; margin: 0;
   font-size: 13px; }

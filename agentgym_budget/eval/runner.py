@@ -129,8 +129,8 @@ class _EpisodeInFlight:
         # No turn count here: the env's TurnBudget (reset with this job's budget) truncates the step that spends it.
         self.done = episode_over(terminated, truncated, self.won_turn is not None, stop_at_win=True)
         if self.transcript is not None:
-            self.transcript.append(transcript_turn(len(self.actions), before, reply, info_before, self.obs,
-                                                   float(reward), terminated, truncated, self.info))
+            self.transcript.append(transcript_turn(len(self.actions), before, reply, info_before, float(reward),
+                                                   terminated, truncated, self.info))
 
     def record(self) -> EpisodeRecord:
         job = self.job

@@ -17,6 +17,12 @@ and it draws each conversation's tokens from its own seeded generator, so a repl
 depend on which other conversations share the batch.  Each completion carries its prompt and
 reply token ids and the log-probability of every reply token under the sampling distribution.
 
+**Append-only conversations** (``previous=`` in :meth:`HFChatBackend.complete`, what
+``LLMPolicy(history="append")`` passes): a conversation continues from the exact ids of its last
+prompt and the reply sampled for it, followed by the ids that close that reply and open the new
+message (:meth:`HFChatBackend.appended_ids`); past replies are never re-tokenised, and with the
+per-conversation KV cache only the new message runs through the model.
+
 **Context limit** (:meth:`HFChatBackend.fit`): while a conversation's prompt is longer than
 ``max_prompt_tokens``, its oldest turn (user message + reply) is dropped — the system message
 with the task and the latest observation always stay; if that alone is still too long, its
@@ -65,6 +71,20 @@ def _prompt_text(tokenizer: Any, messages: Sequence[Message]) -> str:
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     return render_plain(messages)
+
+
+# Stands for a reply while the chat template renders what follows one (no template alters it).
+_REPLY_MARK = "<<reply-7f3c>>"
+
+
+def _text_after_reply(tokenizer: Any, message: Message) -> str:
+    """What the chat template writes after an assistant reply, to show ``message`` and open the next reply."""
+    text = _prompt_text(tokenizer, [{"role": "user", "content": "x"}, {"role": "assistant", "content": _REPLY_MARK},
+                                    dict(message)])
+    if _REPLY_MARK not in text:
+        raise ValueError("this chat template does not show past replies, so a conversation cannot be append-only: "
+                         "use LLMPolicy(history='replies')")
+    return text.split(_REPLY_MARK, 1)[1]
 
 
 def load_model_and_tokenizer(model: str, tokenizer: str | None = None, *, tiny_env: str = "ALFWorld-v0",
@@ -177,8 +197,12 @@ class HFChatBackend:
             # one turn is a user message and the reply to it
             del messages[first_turn: first_turn + (2 if messages[first_turn + 1]["role"] == "assistant" else 1)]
 
+    #: :meth:`complete` continues a conversation from the ids it was fed and sampled (``previous=``)
+    appends_ids = True
+
     def complete(self, conversations: Sequence[Sequence[Message]], seeds: Sequence[int], sampling: Sampling,
-                 keys: Sequence[Hashable] | None = None) -> list[Completion]:
+                 keys: Sequence[Hashable] | None = None,
+                 previous: Sequence[Sequence[int] | None] | None = None) -> list[Completion]:
         """One reply per conversation, all generated in one batch.
 
         ``keys`` name the conversations (an LLM policy passes one per episode): a conversation
@@ -187,8 +211,40 @@ class HFChatBackend:
         rest.  Keys and values depend only on the tokens and their positions, so the reply is
         the one a full run gives (up to float rounding); the cache is dropped when the model's
         weights change in place (an optimizer step).
+
+        ``previous`` (append-only conversations): per conversation, its last prompt's ids followed
+        by the reply ids sampled for it (``None`` or empty: the first turn, encoded from the text);
+        the prompt is then ``previous`` + :meth:`appended_ids` of the conversation's last message,
+        so every past reply stays the ids the model sampled.  A prompt that would pass the context
+        limit is encoded from the conversation's text instead (:meth:`fit`), and appending goes on
+        from there.
         """
-        return self.generate([self.fit(c) for c in conversations], seeds, sampling, keys)
+        if previous is not None and len(previous) != len(conversations):
+            raise ValueError(f"{len(previous)} previous id lists for {len(conversations)} conversations")
+        earlier = previous if previous is not None else [None] * len(conversations)
+        return self.generate([self._prompt(c, p) for c, p in zip(conversations, earlier)], seeds, sampling, keys)
+
+    def _prompt(self, conversation: Sequence[Message], previous: Sequence[int] | None) -> list[int]:
+        """The prompt ids: appended to ``previous`` while that fits the context limit, else :meth:`fit`."""
+        if previous:
+            ids = list(previous) + self.appended_ids(previous, conversation[-1])
+            if len(ids) <= self.max_prompt_tokens:
+                return ids
+        return self.fit(conversation)
+
+    def appended_ids(self, previous: Sequence[int], message: Message) -> list[int]:
+        """The ids that follow a sampled reply (the end of ``previous``) to add ``message`` and open the next reply.
+
+        The chat template's text after an assistant turn: its end-of-turn marker, ``message``,
+        the generation prompt (:func:`render_plain`: a newline, the message, ``Thought:``).  A
+        reply that ended on the EOS token already holds that marker when the template spells it
+        as the EOS token (ChatML's ``<|im_end|>``), so it is not added twice.
+        """
+        text = _text_after_reply(self.tokenizer, message)
+        eos = self.tokenizer.eos_token
+        if previous and previous[-1] == self.tokenizer.eos_token_id and eos and text.startswith(eos):
+            text = text[len(eos):]
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def forget(self, key: Hashable) -> None:
         """Drop what is kept for conversation ``key`` (its episode is over)."""

@@ -28,20 +28,32 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym_budget.policies.base import PolicyReply
-from agentgym_budget.policies.chat import ChatBackend, Message, Sampling
-from agentgym_budget.policies.prompting import (SYSTEM_PROMPT, build_messages, check_matching, parse_action,
-                                                strip_imagined_observation, written_command)
+from agentgym_budget.policies.chat import ChatBackend, Completion, Message, Sampling
+from agentgym_budget.policies.prompting import (SYSTEM_PROMPT, build_messages, chat_messages, check_matching,
+                                                parse_action, strip_imagined_observation, user_message,
+                                                written_command)
 from agentgym_budget.seeds import turn_seed
 
-__all__ = ["LLMEpisode", "LLMPolicy", "make_hf_policy", "make_openai_policy"]
+__all__ = ["HISTORIES", "LLMEpisode", "LLMPolicy", "make_hf_policy", "make_openai_policy"]
+
+#: What earlier turns show of the model's answers (see :class:`LLMPolicy`).
+HISTORIES = ("replies", "actions", "append")
 
 
 @dataclass
 class LLMEpisode:
-    """One episode's state in an :class:`LLMPolicy`: its seed and the ``(observation, reply)`` turns so far."""
+    """One episode's state in an :class:`LLMPolicy`: its seed and the ``(observation, reply)`` turns so far.
+
+    ``history="append"`` also keeps each turn's user message as it was shown, the first turn the
+    conversation shows, and (on a backend that appends ids) the last prompt's ids followed by the
+    reply ids sampled for it.
+    """
 
     seed: int
     history: list[tuple[str, str]] = field(default_factory=list)
+    shown: list[str] = field(default_factory=list)  # history="append": each turn's user message
+    first_shown: int = 0  # history="append": the conversation shows the turns from this one on
+    ids: list[int] | None = None  # history="append": the last prompt's ids + the reply ids sampled for it
 
 
 class LLMPolicy:
@@ -59,7 +71,13 @@ class LLMPolicy:
         history: what earlier turns show of the model's answers: ``"replies"`` (the whole
             reply, thought included: ReAct) or ``"actions"`` (``Action: <command>`` only, as
             verl-agent's ALFWorld prompts do: shorter prompts; what the trainer uses, as its
-            earlier rollouts did).
+            earlier rollouts did) or ``"append"`` (append-only: each user message keeps its own
+            budget line and commands, and a past reply is what the model sampled — on a backend
+            with ``appends_ids`` (``hf``) the very ids, so each turn's prompt is the last one +
+            its reply + the new message, and with the KV cache only the new message is run).
+            In append mode ``max_turns_shown`` is reached by starting the conversation again
+            from the latest half of the turns (then appending goes on), so the prefix is kept
+            between those restarts.
         action_matching: how a reply's command becomes an admissible one
             (:func:`~agentgym_budget.policies.prompting.parse_action`): ``"exact"`` (up to case,
             whitespace and trailing punctuation; anything else is played as written) or
@@ -80,8 +98,8 @@ class LLMPolicy:
             raise ValueError(f"need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1, got {sampling}")
         if max_turns_shown is not None and max_turns_shown < 1:
             raise ValueError(f"max_turns_shown must be >= 1 or None, got {max_turns_shown}")
-        if history not in ("replies", "actions"):
-            raise ValueError(f"history must be 'replies' or 'actions', got {history!r}")
+        if history not in HISTORIES:
+            raise ValueError(f"history must be one of {HISTORIES}, got {history!r}")
         self.history = history
         self.action_matching = check_matching(action_matching)
         self.backend, self.sampling = backend, sampling
@@ -102,7 +120,14 @@ class LLMPolicy:
         if self.show_budget and "turns_left" in info:
             budget_text = f"[Turns left: {info['turns_left']} of {info['budget']}]"
         admissible = info.get("admissible_commands") if self.list_admissible else None
-        return build_messages(str(info.get("task", "")), [*state.history, (obs, None)], budget_text=budget_text,
+        task = str(info.get("task", ""))
+        if self.history == "append":
+            new = user_message(obs, budget_text=budget_text, admissible=admissible)
+            first = self._first_shown(state)
+            replies = [reply for _, reply in state.history[first:]]
+            return chat_messages(task, [*zip(state.shown[first:], replies), (new, None)],
+                                 system_prompt=self.system_prompt)
+        return build_messages(task, [*state.history, (obs, None)], budget_text=budget_text,
                               admissible=admissible, max_turns_shown=self.max_turns_shown,
                               system_prompt=self.system_prompt)
 
@@ -110,19 +135,40 @@ class LLMPolicy:
                   infos: Sequence[dict[str, Any]]) -> list[PolicyReply]:
         conversations = [self.messages(s, o, i) for s, o, i in zip(states, observations, infos)]
         seeds = [turn_seed(state.seed, len(state.history)) for state in states]
+        options: dict[str, Any] = {}
         if getattr(self.backend, "reuses_prefixes", False):  # a local model keeps each episode's KV cache
-            completions = self.backend.complete(conversations, seeds, self.sampling, keys=[id(s) for s in states])
-        else:
-            completions = self.backend.complete(conversations, seeds, self.sampling)
+            options["keys"] = [id(s) for s in states]
+        if self.history == "append" and getattr(self.backend, "appends_ids", False):
+            options["previous"] = [s.ids if self._first_shown(s) == s.first_shown else None for s in states]
+        completions = self.backend.complete(conversations, seeds, self.sampling, **options)
         replies = []
-        for state, obs, info, completion in zip(states, observations, infos, completions):
+        for state, obs, info, conversation, completion in zip(states, observations, infos, conversations, completions):
             reply = strip_imagined_observation(completion.text)
             action = parse_action(reply, info.get("admissible_commands"), matching=self.action_matching)
             written = written_command(reply)
-            state.history.append((obs, reply if self.history == "replies" else f"Action: {action}"))
+            self._record(state, obs, conversation[-1]["content"], completion, action)
             replies.append(PolicyReply(action, completion.text, completion.prompt_tokens, completion.completion_tokens,
                                        completion, written_action=written if written != action else None))
         return replies
+
+    def _record(self, state: LLMEpisode, obs: str, shown: str, completion: Completion, action: str) -> None:
+        """Add this turn to the episode: what later turns show of it."""
+        if self.history != "append":
+            state.history.append((obs, strip_imagined_observation(completion.text) if self.history == "replies"
+                                  else f"Action: {action}"))
+            return
+        state.first_shown = self._first_shown(state)
+        state.history.append((obs, completion.text))  # the whole reply, as sampled
+        state.shown.append(shown)
+        if completion.prompt_ids is not None and completion.completion_ids is not None:
+            state.ids = completion.prompt_ids + completion.completion_ids
+
+    def _first_shown(self, state: LLMEpisode) -> int:
+        """The first turn this turn's append-only conversation shows: past ``max_turns_shown``, the latest half."""
+        turns = len(state.history) + 1 - state.first_shown  # with the one being asked for
+        if self.max_turns_shown is None or turns <= self.max_turns_shown:
+            return state.first_shown
+        return len(state.history) + 1 - max(self.max_turns_shown // 2, 1)
 
     def release(self, state: LLMEpisode) -> None:
         """The episode is over: the backend may drop what it kept for it."""

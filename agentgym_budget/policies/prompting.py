@@ -7,7 +7,10 @@ local and served models):
   budget and the admissible commands into chat messages: a system message with the
   instructions and the task, then per turn a ``user`` message with the observation and an
   ``assistant`` message with what the model replied.  A tokenizer's chat template renders them
-  (:func:`render_plain` for models without one);
+  (:func:`render_plain` for models without one).  :func:`user_message` writes one turn's user
+  message and :func:`chat_messages` lays the turns out — also for an append-only conversation
+  (``LLMPolicy(history="append")``), whose every user message keeps its own budget line and
+  commands;
 * :func:`parse_action` extracts the command from a reply and plays it as written — in the
   admissible spelling when it is an admissible command up to case, whitespace and trailing
   punctuation.  Mapping a near miss onto an admissible command is an explicit opt-in
@@ -35,8 +38,8 @@ from collections.abc import Sequence
 
 from agentgym_budget.policies.chat import Message
 
-__all__ = ["ACTION_MATCHING", "SYSTEM_PROMPT", "build_messages", "check_matching", "parse_action", "render_plain",
-           "strip_imagined_observation", "written_command"]
+__all__ = ["ACTION_MATCHING", "SYSTEM_PROMPT", "build_messages", "chat_messages", "check_matching", "parse_action",
+           "render_plain", "strip_imagined_observation", "user_message", "written_command"]
 
 #: The instructions at the top of every conversation (the task follows them).
 SYSTEM_PROMPT = (
@@ -83,15 +86,43 @@ def build_messages(
     turns = list(history)
     if max_turns_shown is not None and len(turns) > max_turns_shown:
         turns = turns[-max_turns_shown:]
+    last = len(turns) - 1
+    return chat_messages(task, [(user_message(observation, budget_text=budget_text if index == last else None,
+                                              admissible=admissible if index == last else None), reply)
+                                for index, (observation, reply) in enumerate(turns)], system_prompt=system_prompt)
+
+
+def user_message(observation: str, *, budget_text: str | None = None, admissible: Sequence[str] | None = None) -> str:
+    """One turn's user message: the observation, then (when given) the budget line and the admissible commands.
+
+    Example:
+        >>> print(user_message(" A key. ", budget_text="[Turns left: 2 of 3]", admissible=["take key"]))
+        Observation: A key.
+        [Turns left: 2 of 3]
+        Available commands: take key
+    """
+    lines = [f"Observation: {observation.strip()}"]
+    if budget_text:
+        lines.append(budget_text)
+    if admissible:
+        lines.append("Available commands: " + ", ".join(admissible))
+    return "\n".join(lines)
+
+
+def chat_messages(task: str, turns: Sequence[tuple[str, str | None]], *,
+                  system_prompt: str = SYSTEM_PROMPT) -> list[Message]:
+    """The system message with the task, then per turn its ``user`` message and (when written) the ``assistant`` reply.
+
+    ``turns``: ``(user message, reply)`` pairs, the messages already written
+    (:func:`user_message`); the last reply is ``None`` (the one to generate).
+
+    Example:
+        >>> [m["role"] for m in chat_messages("t", [("Observation: a", "Action: look"), ("Observation: b", None)])]
+        ['system', 'user', 'assistant', 'user']
+    """
     messages: list[Message] = [{"role": "system", "content": f"{system_prompt}\n\nYour task is to: {task}"}]
-    for index, (observation, reply) in enumerate(turns):
-        lines = [f"Observation: {observation.strip()}"]
-        if index == len(turns) - 1:
-            if budget_text:
-                lines.append(budget_text)
-            if admissible:
-                lines.append("Available commands: " + ", ".join(admissible))
-        messages.append({"role": "user", "content": "\n".join(lines)})
+    for content, reply in turns:
+        messages.append({"role": "user", "content": content})
         if reply is not None:
             messages.append({"role": "assistant", "content": reply})
     return messages

@@ -87,6 +87,11 @@ class TrainConfig:
     """at most this many recent (observation, action) turns in the prompt (``None``: all that fit)"""
     list_admissible: bool = True
     """list ``info["admissible_commands"]`` in the prompt"""
+    history: str = "actions"
+    """what earlier turns show of the model's replies: ``actions`` (``Action: <command>``, the commands
+    listed under the latest observation only: the prompt the learning results were measured with) or
+    ``append`` (append-only: each turn's message keeps its own commands, past replies are the sampled
+    ids, and only the new message runs through the model; ``policies.llm.LLMPolicy``)"""
     action_matching: str = "exact"
     """how a reply's command is matched to the admissible ones: ``exact`` only (case, whitespace and
     trailing punctuation aside, it is played as written; ``fuzzy``, which the evaluator offers, is
@@ -246,6 +251,8 @@ class TrainConfig:
             raise ValueError(f"process_gamma must be in (0, 1], got {self.process_gamma}")
         if self.max_turns_shown is not None and self.max_turns_shown < 1:
             raise ValueError(f"max_turns_shown must be >= 1 or None, got {self.max_turns_shown}")
+        if self.history not in ("actions", "append"):
+            raise ValueError(f"history must be 'actions' or 'append' for training, got {self.history!r}")
         if self.action_matching != "exact":
             raise ValueError(f"action_matching must be 'exact' for training, got {self.action_matching!r}: the loss "
                              "must score the tokens that determined the action, and a fuzzy match plays another command")

@@ -1,10 +1,8 @@
 """Credit assignment and loss assembly: group-relative advantages → per-token policy loss.
 
 * :func:`group_advantages` — one scalar per episode from the returns of its group of G
-  episodes on the same task: GRPO ``(R - mean) / (std + eps)`` or RLOO ``R - mean(others)``.
-* :func:`drop_failed_groups` — zero advantage for every group with an episode whose env failed
-  (the fault policy of :mod:`~agentgym_budget.train.rollout`): the group stays in place, so
-  the ``B*G`` layout holds, and gives no policy-gradient signal.
+  episodes on the same task: GRPO ``(R - mean) / (std + eps)`` or RLOO ``R - mean(others)``;
+  an episode whose env failed gets zero advantage and is left out of its group's baseline.
 * :func:`process_returns_to_go` — per turn, the (discounted) sum of the process rewards from
   that turn on, with the loss rule below.
 * :func:`turn_samples` — every turn of every episode becomes one sample: its prompt tokens
@@ -47,46 +45,54 @@ import torch
 from agentgym_budget.train.kernels import token_logprobs, token_logprobs_reference
 from agentgym_budget.train.rollout import Episode
 
-__all__ = ["TurnSample", "action_logprobs", "collate", "drop_failed_groups", "group_advantages",
+__all__ = ["TurnSample", "action_logprobs", "collate", "group_advantages",
            "process_returns_to_go", "turn_samples"]
 
 
 def group_advantages(
-    returns: torch.Tensor, group_size: int, estimator: str = "grpo", scale_by_std: bool = True, eps: float = 1e-6
+    returns: torch.Tensor, group_size: int, estimator: str = "grpo", scale_by_std: bool = True, eps: float = 1e-6,
+    failed: Sequence[bool] | None = None,
 ) -> torch.Tensor:
     """Advantages ``[B*G]`` from returns ``[B*G]`` laid out group after group.
 
     ``grpo``: ``(R_i - mean_g) / (std_g + eps)`` (std unbiased; ``scale_by_std=False`` only
     centres).  ``rloo``: ``R_i - mean_{j != i} R_j = G/(G-1) * (R_i - mean_g)``.  A group
     whose episodes all got the same return gets zero advantage (no signal, no update).
+
+    ``failed`` (``[B*G]``, optional) marks episodes whose env failed (the fault policy of
+    :mod:`~agentgym_budget.train.rollout`): such an episode has no return, so it gets zero
+    advantage and its group's baseline is computed over the surviving members only; a group
+    with fewer than two survivors has no baseline and gets zero advantage throughout.  The
+    ``B*G`` layout never shifts, and groups without a failure are computed as without ``failed``.
+
+    Example:
+        >>> returns = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 0.0])
+        >>> group_advantages(returns, group_size=3, estimator="rloo", failed=[False, False, True, False, True, True])
+        tensor([ 1., -1.,  0.,  0.,  0.,  0.])
     """
     if returns.ndim != 1 or returns.numel() % group_size:
         raise ValueError(f"returns must be [groups * {group_size}], got shape {tuple(returns.shape)}")
     grouped = returns.float().view(-1, group_size)  # [B, G]
     centred = grouped - grouped.mean(dim=1, keepdim=True)
     if estimator == "rloo":
-        return (centred * group_size / (group_size - 1)).view(-1)
-    if estimator != "grpo":
+        advantages = centred * group_size / (group_size - 1)
+    elif estimator != "grpo":
         raise ValueError(f"estimator must be 'grpo' or 'rloo', got {estimator!r}")
-    if scale_by_std:
-        centred = centred / (grouped.std(dim=1, keepdim=True) + eps)
-    return centred.view(-1)
-
-
-def drop_failed_groups(advantages: torch.Tensor, failed: Sequence[bool], group_size: int) -> tuple[torch.Tensor, int]:
-    """``advantages [B*G]`` with every group that holds a failed episode set to zero, and how many groups that was.
-
-    A failed episode has no return: its group's mean and spread would be those of the others
-    plus a made-up loss, so the whole group is dropped rather than the episode (dropping one
-    episode would shift every later group in the ``B*G`` layout).
-
-    Example:
-        >>> drop_failed_groups(torch.tensor([1.0, -1.0, 0.5, -0.5]), [False, False, True, False], group_size=2)
-        (tensor([ 1., -1.,  0.,  0.]), 1)
-    """
-    mask = torch.tensor([bool(f) for f in failed]).view(-1, group_size).any(dim=1)  # [B] groups to drop
-    kept = advantages.view(-1, group_size).masked_fill(mask[:, None], 0.0)
-    return kept.view(-1), int(mask.sum())
+    elif scale_by_std:
+        advantages = centred / (grouped.std(dim=1, keepdim=True) + eps)
+    else:
+        advantages = centred
+    if failed is not None:
+        if len(failed) != returns.numel():
+            raise ValueError(f"failed must hold one flag per episode ({returns.numel()}), got {len(failed)}")
+        survived = ~torch.tensor([bool(f) for f in failed]).view(-1, group_size)  # [B, G]
+        for group in torch.nonzero(~survived.all(dim=1)).flatten().tolist():  # groups that lost an episode
+            alive = survived[group]
+            advantages[group] = 0.0
+            if int(alive.sum()) >= 2:  # the survivors' own baseline
+                advantages[group, alive] = group_advantages(grouped[group, alive], int(alive.sum()), estimator,
+                                                            scale_by_std, eps)
+    return advantages.view(-1)
 
 
 def process_returns_to_go(rewards: Sequence[float], lost: bool, gamma: float = 1.0) -> list[float]:

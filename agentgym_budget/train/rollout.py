@@ -19,9 +19,10 @@ tokens that named another one); one that is no command gets the env's own ``"Not
 **Fault policy.**  An env that raises in ``reset`` or ``step`` costs its episode, not the
 collection: the episode is played again from the start in a freshly made env with the same
 reset seed, curriculum progress and sampling seed (so a one-off fault leaves the episode as it
-would have been); if that env raises too, the episode comes back ``failed`` (no turns), and the
-trainer gives its whole group zero advantage (:func:`~agentgym_budget.train.grpo.drop_failed_groups`)
-so that the ``B*G`` layout of the groups never shifts.  An env that raised is not played
+would have been); if that env raises too, the episode comes back ``failed`` (no turns, no
+return), and the trainer gives it zero advantage and computes its group's baseline over the
+other episodes (:func:`~agentgym_budget.train.grpo.group_advantages`), so the ``B*G`` layout
+of the groups never shifts and the rest of the group still trains.  An env that raised is not played
 again: it is closed (best effort) and replaced in the caller's ``envs`` — the rollout pool kept
 across updates — by the env that played the retry, or by another fresh one if that raised too.
 ``Episode.env_failures`` counts the raises (the trainer logs their sum as ``env_failures``).  Only the env's own calls are guarded:
@@ -115,15 +116,16 @@ def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature
 
     The budget reaches the model only through the env's observations (``show_budget`` is the
     env's, see :func:`make_train_env`), so the policy itself does not read it.  Earlier turns
-    show the model's actions, not its whole replies (``history="actions"``).  Commands are matched
+    show the model's actions, not its whole replies (``config.history="actions"``, the default), or
+    the conversation is append-only (``"append"``: past replies are the sampled ids).  Commands are matched
     exactly (``config.action_matching``, which :class:`TrainConfig` keeps at ``"exact"``): a command
     is played as the sampled tokens wrote it, so the loss credits those tokens with its outcome.
     """
     sampling = Sampling(temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
                         max_new_tokens=config.max_new_tokens)
     backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})")
-    return LLMPolicy(backend, sampling, list_admissible=config.list_admissible,
-                     max_turns_shown=config.max_turns_shown, history="actions", action_matching=config.action_matching)
+    return LLMPolicy(backend, sampling, list_admissible=config.list_admissible, max_turns_shown=config.max_turns_shown,
+                     history=config.history, action_matching=config.action_matching)
 
 
 @torch.no_grad()

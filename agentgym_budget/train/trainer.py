@@ -6,8 +6,8 @@ One *update* (``config.total_updates`` of them) is::
     seeds   = each task repeated group_size times                       # B*G episodes
     episodes = collect_episodes(model, envs, seeds)                     # multi-turn, batched generation
     R       = won                                                       # [B*G] outcome returns
-    A       = group_advantages(R)                                       # [B*G], GRPO or RLOO
-    A[g]    = 0 for every group g with a failed episode (env raised twice)  # fault policy, train/rollout.py
+    A       = group_advantages(R, failed)                               # [B*G], GRPO or RLOO
+              # a failed episode (env raised twice): A = 0, outside its group's baseline (train/rollout.py)
     G[i,t]  = process return-to-go of turn t (0 without process reward) # per turn (train/grpo.py)
     samples = every turn of every episode, its tokens carry A[i] + c*G[i,t]   # S turns, N action tokens
     for epoch in range(update_epochs):
@@ -54,7 +54,7 @@ from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.policies import hf
 from agentgym_budget.seeds import shard_shuffle_seed
 from agentgym_budget.train.config import TrainConfig
-from agentgym_budget.train.grpo import (action_logprobs, collate, drop_failed_groups, group_advantages,
+from agentgym_budget.train.grpo import (action_logprobs, collate, group_advantages,
                                         process_returns_to_go, token_weight, turn_samples)
 from agentgym_budget.train.kernels import policy_loss
 from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, all_reduce_sum, barrier,
@@ -279,8 +279,9 @@ class Trainer:
         rollout_seconds = time.perf_counter() - start
 
         returns = torch.tensor([float(e.won) for e in episodes])  # [this rank's episodes] outcome returns
-        advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std)
-        advantages, dropped = drop_failed_groups(advantages, [e.failed for e in episodes], config.group_size)
+        failed = [e.failed for e in episodes]  # no return: zero advantage, outside its group's baseline
+        advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std,
+                                      failed=failed)
         # per-turn advantages: outcome advantage + coef * process return-to-go (see train/grpo.py), per shard
         coef = config.process_reward_coef if config.process_reward else 0.0
         samples_by_shard, offset = [], 0
@@ -292,11 +293,11 @@ class Trainer:
         zero_groups = (advantages.view(-1, config.group_size).abs().sum(1) == 0).tolist()
         # failed episodes (no turns, no return) are left out of the episode metrics; their faults are counted
         facts = [_EpisodeFacts.of(e, config) for e in episodes if not e.failed]
-        faults = (sum(e.env_failures for e in episodes), dropped)
+        faults = (sum(e.env_failures for e in episodes), sum(failed))
         everything = all_gather_objects(group, (facts, zero_groups, faults))  # every rank's, for the logged metrics
         facts = [f for rank_facts, _, _ in everything for f in rank_facts]
         zero_groups = [z for _, rank_zero, _ in everything for z in rank_zero]
-        env_failures, dropped_groups = (sum(rank[2][k] for rank in everything) for k in (0, 1))
+        env_failures, dropped_episodes = (sum(rank[2][k] for rank in everything) for k in (0, 1))
         if not facts:
             raise RuntimeError(f"update {update + 1}: every episode's env raised twice (see the warnings); "
                                f"nothing to learn from")
@@ -321,7 +322,7 @@ class Trainer:
             "zero_advantage_groups": float(np.mean(zero_groups)),
             "process_return_mean": float(np.mean([f.process_return for f in facts])),
             "env_failures": env_failures,  # env raises this update (retries included), see train/rollout.py
-            "dropped_groups": dropped_groups,  # groups given zero advantage: one of their episodes failed twice
+            "dropped_episodes": dropped_episodes,  # episodes whose env failed twice: no return, zero advantage
             **update_stats,
             "learning_rate": self.optimizer.param_groups[0]["lr"],
             "rollout_seconds": rollout_seconds,
