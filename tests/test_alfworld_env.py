@@ -81,8 +81,8 @@ def test_fixed_expert_wins_at_least_99_percent_of_eval_games_within_50_turns(spl
 
 
 def test_upstream_expert_fails_most_pick_two_tasks_like_upstream_and_wins_the_rest() -> None:
-    """Upstream's ``move`` bookkeeping bug (the default expert keeps it): measured 3/20 pick-two wins here."""
-    env = ALFWorldEnv(split="valid_unseen", **FAST)
+    """Upstream's ``move`` bookkeeping bug (``expert_type="upstream"`` keeps it): measured 3/20 pick-two wins here."""
+    env = ALFWorldEnv(split="valid_unseen", expert_type="upstream", **FAST)
     wins: dict[bool, list[bool]] = {True: [], False: []}
     for index, game in enumerate(env.games):
         _, _, info = play_expert(env, options={"task": index}, seed=index)

@@ -51,7 +51,8 @@ def test_upstream_mode_replays_upstreams_alfred_expert_action_for_action() -> No
     for episode in _episodes():
         game = AlfredGame.from_record(episode["game"])
         engine = FastAlfredEngine()
-        expert = HandCodedExpert(game.task_params, random.Random(episode["expert_seed"]), start_facts=start_facts(game))
+        expert = HandCodedExpert(game.task_params, random.Random(episode["expert_seed"]),
+                                 expert_type="upstream", start_facts=start_facts(game))
         step = engine.reset(game)
         actions = [expert.start(step.observation)]
         for command, *_ in episode["transcript"][1:]:
@@ -63,9 +64,9 @@ def test_upstream_mode_replays_upstreams_alfred_expert_action_for_action() -> No
 
 
 def test_env_reports_the_upstream_experts_action_after_every_command_empty_and_refused_ones_too() -> None:
-    """The env (default ``expert_type``) drives the expert like AlfredExpert: ``"look"`` after an
+    """The env (``expert_type="upstream"``) drives the expert like AlfredExpert: ``"look"`` after an
     empty command (the expert only observes), a re-plan after every other command."""
-    env = ALFWorldEnv(split="valid_seen", engine="fast")
+    env = ALFWorldEnv(split="valid_seen", engine="fast", expert_type="upstream")
     rng = random.Random(0)
     empty_seen = replanned_after_refusal = 0
     for seed in range(8):

@@ -133,7 +133,7 @@ class _ExpertPair:
         if self.upstream is not None:
             self.upstream.seed_expert(seed)
         count = 1 if self.upstream is not None else 2
-        self.experts = [HandCodedExpert(game.task_params, random.Random(seed), start_facts=facts) for _ in range(count)]
+        self.experts = [HandCodedExpert(game.task_params, random.Random(seed), expert_type="upstream", start_facts=facts) for _ in range(count)]
 
     @property
     def upstream_raised(self) -> bool:

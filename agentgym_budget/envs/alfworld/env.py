@@ -9,12 +9,13 @@ the step that wins, else 0.0, and the episode terminates when won.
 ``info`` holds ``admissible_commands``, ``won``, ``task`` (the goal sentence), ``task_type``,
 ``game`` (the game id), ``expert_action`` and ``expert_plan``.  The expert is upstream's
 handcoded expert (:mod:`~agentgym_budget.envs.alfworld.expert`), seeded per episode from the
-env's seed.  With the default ``expert_type="upstream"``, ``expert_action`` is exactly upstream
+env's seed.  With ``expert_type="upstream"``, ``expert_action`` is exactly upstream
 ``AlfredExpert``'s ``extra.expert_plan[0]`` (its random draws aside, which are seeded here),
 bugs included: ``"look"`` at reset, after an empty command, and whenever its expert's proposal
 is not admissible or it raises; the expert re-plans after every other turn, refused ones too.
-``expert_type="fixed"`` repairs upstream's ``move`` bookkeeping (it fails most pick-two
-tasks), starts from no facts (see the expert module), and keeps the expert's action and plan
+``expert_type="fixed"`` (the default for now: the evaluator's plan-length metrics need a
+winning plan, which upstream's expert lacks on most pick-two tasks) repairs upstream's ``move``
+bookkeeping (with it upstream fails most pick-two tasks), starts from no facts (see the expert module), and keeps the expert's action and plan
 through a turn the game refuses (``"Nothing happens."``: its state unchanged), so junk turns
 never disturb the expert-based metrics.  ``expert_plan`` is ``[expert_action]`` (upstream's
 one-step plan) unless ``expert_plan_horizon > 1`` and the engine can copy its state (the fast
@@ -86,7 +87,7 @@ class ALFWorldEnv(TextEnv):
         data_dir: str | os.PathLike[str] | None = None,
         expert_plan_horizon: int = 1,
         render_mode: str | None = None,
-        expert_type: str = "upstream",
+        expert_type: str = "fixed",
     ) -> None:
         super().__init__(render_mode=render_mode)
         if expert_plan_horizon < 1:

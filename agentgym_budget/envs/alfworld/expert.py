@@ -4,13 +4,13 @@ This is upstream ALFWorld's ``HandCodedTWAgent`` (``alfworld/agents/expert/handc
 and ``handcoded_expert_tw.py``, alfworld 0.4.2, MIT licence, (c) 2020 Mohit Shridhar and
 others), driven the way ``AlfredExpert`` drives it.  Two behaviours (:data:`EXPERT_TYPES`):
 
-* ``"upstream"`` (the default): upstream's next action exactly, bugs included, so results
+* ``"upstream"``: upstream's next action exactly, bugs included, so results
   compare with published numbers.  Checked action for action against upstream's
   ``AlfredExpert`` on the real engine (``benchmarks/alfworld_equivalence.py``).
 * ``"fixed"``: upstream's bookkeeping looks for ``put`` in the last command, but ALFWorld
   >= 0.4 (json_2.1.2 grammar) says ``move X to R``, so upstream's expert never drops a placed
   object from its inventory and then tries to move the first object again in pick-two tasks;
-  ``"fixed"`` drops it.  It also starts from no facts (objects already lying in a goal-type
+  ``"fixed"`` (the default) drops it.  It also starts from no facts (objects already lying in a goal-type
   receptacle are taken out and put back, where upstream examines them again and again), and the env keeps
   its action through turns the game refuses (see :class:`~agentgym_budget.envs.alfworld.env.ALFWorldEnv`).
 
@@ -64,7 +64,7 @@ from typing import Any
 
 __all__ = ["EXPERT_TYPES", "ExpertFailed", "HandCodedExpert", "expert_priors", "start_facts"]
 
-#: ``"upstream"``: upstream ``AlfredExpert``'s actions exactly (the default); ``"fixed"``: see the module docstring.
+#: ``"upstream"``: upstream ``AlfredExpert``'s actions exactly; ``"fixed"`` (the default): see the module docstring.
 EXPERT_TYPES = ("upstream", "fixed")
 #: The facts upstream's expert reads, by predicate: ``holds`` (object), ``ishot`` / ``iscool`` /
 #: ``isclean`` (object) and ``inreceptacle`` (object, receptacle), as display names ("apple 1").
@@ -188,7 +188,7 @@ class HandCodedExpert:
         task_params: Mapping[str, str],
         rng: random.Random,
         max_steps: int = 200,
-        expert_type: str = "upstream",
+        expert_type: str = "fixed",
         start_facts: StartFacts | None = None,
     ) -> None:
         if expert_type not in EXPERT_TYPES:
