@@ -89,8 +89,8 @@ class EpisodeActor:
                 seeds: list[int], sampling_seed: int, episodes_done: int, env_steps_done: int) -> list[Any]:
         """One shard of an update's episodes: ``model_box[0]`` is ``(TrainConfig, model, tokenizer)``
         (fetched once), ``weights_box[0]`` the update's state dict (loaded once per update)."""
-        from agentgym_budget.train.rollout import collect_episodes, make_train_env
-        from agentgym_budget.train.sharding import set_budget_progress
+        from agentgym_budget.train.rollout import make_train_env
+        from agentgym_budget.train.sharding import collect_sharded, set_budget_progress
 
         (config, model, tokenizer), _ = self._fetch("model", model_key, model_box)
         weights, new_weights = self._fetch("weights", weights_key, weights_box)
@@ -99,11 +99,9 @@ class EpisodeActor:
         envs = self._envs_for(("train", config))
         while len(envs) < len(seeds):
             envs.append(make_train_env(config))
-        used = envs[:len(seeds)]
-        set_budget_progress(used, episodes_done, env_steps_done)
-        episodes = collect_episodes(model, tokenizer, used, seeds, config, sampling_seed=sampling_seed)
-        envs[:len(seeds)] = used  # an env that raised comes back replaced (collect_episodes' fault policy)
-        return episodes
+        set_budget_progress(envs[:len(seeds)], episodes_done, env_steps_done)
+        # One shard is one collect_episodes call on the first envs; an env that raised comes back replaced.
+        return collect_sharded(model, tokenizer, envs, seeds, config, sampling_seed, shards=1)
 
     # -- what both share --------------------------------------------------------------------
     def _fetch(self, kind: str, key: str, box: list[Any]) -> tuple[Any, bool]:

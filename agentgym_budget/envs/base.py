@@ -38,6 +38,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import string
 import unicodedata
 from abc import ABC, abstractmethod
@@ -57,6 +58,7 @@ __all__ = [
     "REQUIRED_INFO_KEYS",
     "TextEnv",
     "action_effect",
+    "close_quietly",
     "text_space",
     "to_charset",
 ]
@@ -140,6 +142,20 @@ def _plan_length(info: dict[str, Any]) -> int | None:
         return info["expert_plan_length"]
     plan = info.get("expert_plan")
     return len(plan) if isinstance(plan, (list, tuple)) else None
+
+
+def close_quietly(env: gym.Env) -> None:
+    """Close ``env``, ignoring any error: an env that raised may fail to close too, and that must not
+    hide its fault or cost the caller's work (the trainer's update, an adapter's episode).
+
+    Example:
+        >>> class Broken:
+        ...     def close(self):
+        ...         raise OSError("engine gone")
+        >>> close_quietly(Broken())  # no error
+    """
+    with contextlib.suppress(Exception):
+        env.close()
 
 
 class TextEnv(gym.Env[str, str], ABC):

@@ -79,7 +79,6 @@ Example:
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import threading
@@ -89,6 +88,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval.outcome import episode_over
 from agentgym_budget.text import printable_line
@@ -343,7 +343,7 @@ class BudgetSession:
         env = self.env
         try:
             return call_with_deadline(functools.partial(method, *args, **kwargs), self.step_timeout_s,
-                                      on_abandoned=functools.partial(_close_quietly, env))
+                                      on_abandoned=functools.partial(close_quietly, env))
         except EnvTimeout:
             self._abandoned = True  # its thread closes it once the call returns: not ours to close now
             raise
@@ -351,7 +351,7 @@ class BudgetSession:
     def _discard_env(self) -> None:
         """Close the env that raised (best effort: a broken env's close must not hide its fault)."""
         if not self._abandoned:
-            _close_quietly(self.env)
+            close_quietly(self.env)
         self._discarded = True
 
     def _ensure_env(self) -> None:
@@ -426,11 +426,6 @@ def call_with_deadline(call: Callable[[], Any], timeout_s: float, on_abandoned: 
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
-
-
-def _close_quietly(env: gym.Env) -> None:
-    with contextlib.suppress(Exception):  # a broken env's close must not hide its fault
-        env.close()
 
 
 def _one_line(error: BaseException) -> str:

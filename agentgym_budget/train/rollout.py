@@ -49,6 +49,7 @@ from typing import Any
 import gymnasium as gym
 import torch
 
+from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval.outcome import episode_over, is_invalid
 from agentgym_budget.eval.runner import play_episodes
@@ -159,9 +160,9 @@ def collect_episodes(
         for i, env, episode in zip(retry, fresh, again):
             episode.env_failures += episodes[i].env_failures
             episodes[i] = episode
-            _close_quietly(envs[i])
+            close_quietly(envs[i])
             if episode.failed:  # the retry's env raised too: not kept either
-                _close_quietly(env)
+                close_quietly(env)
                 env = make()
             envs[i] = env
     return episodes
@@ -231,8 +232,3 @@ def _fresh_env(make_env: Callable[[], gym.Env], progress: float | None) -> gym.E
     return env
 
 
-def _close_quietly(env: gym.Env) -> None:
-    try:
-        env.close()
-    except Exception:  # noqa: BLE001 - an env that raised may fail to close too; that must not cost the update
-        pass
