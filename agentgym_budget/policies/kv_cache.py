@@ -78,6 +78,8 @@ class BatchKVCache:
             self.values[layer] = self.values[layer].index_select(0, rows.to(self.values[layer].device))
 
     def _allocate(self, layer: int, keys: Any, values: Any) -> None:
+        if layer < len(self.keys) and self.keys[layer] is not None:  # every write after a layer's first
+            return
         torch = require("torch", "llm", "the KV cache")
         while len(self.keys) <= layer:
             self.keys.append(None)

@@ -146,16 +146,17 @@ class LLMPolicy:
             reply = strip_imagined_observation(completion.text)
             action = parse_action(reply, info.get("admissible_commands"), matching=self.action_matching)
             written = written_command(reply)
-            self._record(state, obs, conversation[-1]["content"], completion, action)
+            self._record(state, obs, conversation[-1]["content"], completion, reply, action)
             replies.append(PolicyReply(action, completion.text, completion.prompt_tokens, completion.completion_tokens,
                                        completion, written_action=written if written != action else None))
         return replies
 
-    def _record(self, state: LLMEpisode, obs: str, shown: str, completion: Completion, action: str) -> None:
-        """Add this turn to the episode: what later turns show of it."""
+    def _record(self, state: LLMEpisode, obs: str, shown: str, completion: Completion, reply: str,
+                action: str) -> None:
+        """Add this turn to the episode: what later turns show of it (``reply``: the completion's text
+        without an imagined observation)."""
         if self.history != "append":
-            state.history.append((obs, strip_imagined_observation(completion.text) if self.history == "replies"
-                                  else f"Action: {action}"))
+            state.history.append((obs, reply if self.history == "replies" else f"Action: {action}"))
             return
         state.first_shown = self._first_shown(state)
         state.history.append((obs, completion.text))  # the whole reply, as sampled

@@ -241,10 +241,7 @@ def load_upstream_games(
     skipped: dict[str, int] = {}
     for traj_path in sorted(split_dir.rglob("traj_data.json")):
         trial_dir = traj_path.parent
-        traj = json.loads(traj_path.read_text(encoding="utf-8"))
-        game_path = trial_dir / "game.tw-pddl"
-        gamedata = json.loads(game_path.read_text(encoding="utf-8")) if game_path.is_file() else None
-        reason = _skip_reason(trial_dir, traj, gamedata, wanted)
+        reason, traj, gamedata = _read_trial(trial_dir, wanted)
         if reason:
             skipped[reason] = skipped.get(reason, 0) + 1
             continue
@@ -262,17 +259,22 @@ _UNSOLVABLE = ('marked unsolvable ("solvable" null or false in game.tw-pddl: alf
                "them, and upstream AlfredTWEnv skips them too; run alfworld-generate on them)")
 
 
-def _skip_reason(trial_dir: Path, traj: dict[str, Any], gamedata: dict[str, Any] | None, wanted: set[str]) -> str:
-    """Why upstream's ``collect_game_files`` would skip this trial ("" = keep it)."""
+def _read_trial(trial_dir: Path, wanted: set[str]) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Why upstream's ``collect_game_files`` would skip this trial ("" = keep it), with its
+    ``traj_data.json`` and ``game.tw-pddl``; each file is read only once a check needs it, so the
+    (large) game files of skipped paths and unwanted task types are never parsed."""
     if "movable" in str(trial_dir) or "Sliced" in str(trial_dir):
-        return "movable-receptacle or sliced task(s) (upstream skips them)"
-    if gamedata is None:
-        return "without game.tw-pddl"
+        return "movable-receptacle or sliced task(s) (upstream skips them)", {}, {}
+    game_path = trial_dir / "game.tw-pddl"
+    if not game_path.is_file():
+        return "without game.tw-pddl", {}, {}
+    traj = json.loads((trial_dir / "traj_data.json").read_text(encoding="utf-8"))
     if traj["task_type"] not in wanted:
-        return "of other task types"
+        return "of other task types", traj, {}
+    gamedata = json.loads(game_path.read_text(encoding="utf-8"))
     if not gamedata.get("solvable"):
-        return _UNSOLVABLE
-    return ""
+        return _UNSOLVABLE, traj, gamedata
+    return "", traj, gamedata
 
 
 def _game_from_upstream(game_id: str, split: str, traj: dict[str, Any], gamedata: dict[str, Any]) -> AlfredGame:
