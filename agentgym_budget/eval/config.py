@@ -30,10 +30,12 @@ from agentgym_budget.policies.base import Policy
 from agentgym_budget.wrappers.budget_spec import MAX_BUDGET
 
 __all__ = ["DEFAULT_ENV", "MAX_BOOTSTRAP", "MAX_BOOTSTRAP_VALUES", "MAX_CONCURRENCY", "MAX_EPISODES", "MAX_WORKERS",
-           "MODES", "EvalConfig"]
+           "BACKENDS", "MODES", "EvalConfig"]
 
 DEFAULT_ENV = "ALFWorld-Budget-v0"
 MODES = ("auto", "shortcut", "per_t")
+#: Where the episodes run: local processes or Ray actors.
+BACKENDS = ("local", "ray")
 #: The most episodes one evaluation may plan (tasks x attempts x budgets run): the job list and
 #: the records live in memory, so a typo such as ``tasks=100000000`` is refused up front.
 MAX_EPISODES: int = 1_000_000
@@ -91,7 +93,7 @@ class EvalConfig:
                                                             metavar="N"))
     """episodes in flight per worker: an LLM policy gets all their turns in one batched call (local model) or N
     concurrent requests (served model); results do not depend on it"""
-    backend: str = field(default="local", metadata=flag(choices=["local", "ray"]))
+    backend: str = field(default="local", metadata=flag(choices=list(BACKENDS)))
     """local processes, or Ray actors (needs the 'ray' extra)"""
     ray_address: str | None = field(default=None, metadata=flag(type=str))
     """Ray cluster to join with --backend ray (auto, HOST:PORT); default: a local Ray instance"""
@@ -183,7 +185,7 @@ class EvalConfig:
     def _check_choices(self) -> None:
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
-        if self.backend not in ("local", "ray"):
+        if self.backend not in BACKENDS:
             raise ValueError(f"backend must be 'local' or 'ray', got {self.backend!r}")
         if self.resume and self.overwrite:
             raise ValueError("--resume and --overwrite exclude each other: keep the saved episodes or replace them")

@@ -74,8 +74,8 @@ class ALFWorldEnv(TextEnv):
         data_dir: an upstream ``json_2.1.1`` folder to play instead of the bundled games
             (default: the ``ALFWORLD_DATA`` environment variable, else the bundled games).
         expert_plan_horizon: length of ``info["expert_plan"]`` when the engine can be copied.
-        expert_type: ``"upstream"`` (upstream's expert action exactly, the default) or
-            ``"fixed"`` (see the module docstring).
+        expert_type: ``"fixed"`` (the default, see the module docstring) or ``"upstream"``
+            (upstream's expert action exactly).
         render_mode: ``None``, ``"ansi"`` or ``"human"``.
     """
 
