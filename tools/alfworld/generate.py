@@ -56,16 +56,39 @@ from agentgym_budget.envs.alfworld.game import TASK_TYPES, AlfredGame
 __all__ = ["GENERATOR_VERSION", "UNSEEN_FLOOR_PLANS", "Scene", "generate_games", "main", "write_split"]
 
 #: Bumped whenever the generator's output for a given seed changes.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 #: ALFRED's valid_unseen rooms (one kitchen, living room, bedroom, bathroom): held out of train.
 UNSEEN_FLOOR_PLANS: tuple[int, ...] = (10, 219, 308, 424)
 _ROOM_TYPES = {"Kitchen": range(1, 31), "LivingRoom": range(201, 231), "Bedroom": range(301, 331), "Bathroom": range(401, 431)}
-#: THOR receptacles missing from the layout files: type -> instance count.
-_EXTRA_RECEPTACLES = {"StoveBurner": 4, "CoffeeMachine": 1, "Toaster": 1}
-#: Where a desk lamp stands (THOR puts lamps on furniture; they are not in VAL_RECEPTACLE_OBJECTS).
-_LAMP_RECEPTACLES = ("Desk", "SideTable", "Dresser", "Shelf", "CoffeeTable", "TVStand")
-_MAX_INSTANCES = 3  # constants.MAX_NUM_OF_OBJ_INSTANCES
-_INSTANCE_WEIGHTS = (6, 3, 1)  # mostly single instances: the real engine's reset time grows with the object count
+#: Layout names of receptacles whose PDDL type is the basin (THOR ids ``Sink|...|SinkBasin``).
+_LAYOUT_RECEPTACLE_NAMES = {"Sink": "SinkBasin", "Bathtub": "BathtubBasin"}
+#: Instances of a receptacle type the layout lists only in ``-objects.json`` (no ids there):
+#: 1, except the four burners every THOR kitchen stove has.
+_UNLISTED_COUNTS = {"StoveBurner": 4}
+#: Counts read off published upstream transcripts (issue 17), where the wheel's files list fewer
+#: instances: the extras get no ``-openable.json`` entry, hence no ``openable`` fact upstream
+#: (FloorPlan10's three extra cabinets show "On the cabinet 1, you see ...").
+_UPSTREAM_TRANSCRIPT_COUNTS = {3: {"Drawer": 8}, 10: {"Cabinet": 6}, 424: {"HandTowelHolder": 2}}
+#: Relative chance that a spawned object lands in a receptacle of this type (others: 1).  THOR's
+#: random spawn fills free surface points, so large surfaces collect most objects; the wheel has no
+#: surface areas, so these are size classes, set so kitchens come near upstream's counts (issue 17:
+#: FloorPlan3's one countertop holds 23 objects, a dining table 16).
+_SURFACE_WEIGHTS = {
+    "CounterTop": 12, "DiningTable": 12,
+    "Desk": 6, "Bed": 6, "Sofa": 6, "Dresser": 6, "CoffeeTable": 6, "TVStand": 4, "Cart": 4,
+    "SideTable": 3, "Shelf": 2, "ArmChair": 2, "Ottoman": 2, "Fridge": 2, "BathtubBasin": 2, "Toilet": 2,
+}
+#: Where lamps stand.  Desk lamps: on furniture (not in VAL_RECEPTACLE_OBJECTS).  Floor lamps:
+#: upstream's look_at_obj_in_light goal needs ``inReceptacle lamp r`` with ``receptacleAtLocation
+#: r l`` and upstream has FloorLamp look-at games (valid_unseen
+#: ``look_at_obj_in_light-RemoteControl-None-FloorLamp-219``), so its floor lamps have a parent
+#: receptacle; augment_pddl_states takes it from THOR's ``parentReceptacles``, which for a lamp on
+#: the floor is the furniture its base touches [inferred, not read from a game]: the seating and
+#: tables of living rooms and bedrooms.  Neither lamp is pickupable (THOR flag).
+_LAMP_RECEPTACLES = {
+    "DeskLamp": ("Desk", "SideTable", "Dresser", "Shelf", "CoffeeTable", "TVStand"),
+    "FloorLamp": ("SideTable", "Sofa", "ArmChair", "Ottoman", "Dresser", "Desk", "CoffeeTable", "TVStand", "Bed"),
+}
 _TASK_REQUIREMENTS = {  # task type -> (VAL_ACTION_OBJECTS key the object needs, receptacle type the scene needs)
     "pick_clean_then_place_in_recep": ("Cleanable", "SinkBasin"),
     "pick_heat_then_place_in_recep": ("Heatable", "Microwave"),
@@ -101,6 +124,7 @@ class Scene:
     poses: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
     object_types: dict[str, str] = field(default_factory=dict)
     placement: dict[str, str] = field(default_factory=dict)
+    openable: set[str] = field(default_factory=set)  # receptacle ids with an ``openable`` fact
     agent_pose: tuple[int, int, int, int] = (0, 0, 0, 30)
 
     def receptacles_of(self, rtype: str) -> list[str]:
@@ -124,45 +148,63 @@ def _grid_pose(pose: Sequence[float]) -> tuple[int, int, int, int]:
 
 
 def _build_scene(alf: _Alfworld, floor_plan: int, rng: random.Random) -> Scene:
+    """The room's receptacles (every static receptacle type the layout lists), then its clutter."""
     c = alf.constants
-    layouts = alf.layouts
-    types = json.loads(layouts.joinpath(f"FloorPlan{floor_plan}-objects.json").read_text())
-    openable = json.loads(layouts.joinpath(f"FloorPlan{floor_plan}-openable.json").read_text())
+    types = set(json.loads(alf.layouts.joinpath(f"FloorPlan{floor_plan}-objects.json").read_text()))
+    openable = json.loads(alf.layouts.joinpath(f"FloorPlan{floor_plan}-openable.json").read_text())
+    points = _layout_points(alf, floor_plan)
     static_types = c.RECEPTACLES - c.MOVABLE_RECEPTACLES_SET
     scene = Scene(floor_plan)
     for thor_id, pose in sorted(openable.items()):
-        rtype = thor_id.split("|")[-1] if thor_id.count("|") == 4 else thor_id.split("|")[0]
+        rtype = _receptacle_type(thor_id)
         if rtype in static_types:
             scene.receptacles[thor_id] = rtype
             scene.poses[thor_id] = _grid_pose(pose)
-    _add_extra_receptacles(scene, set(types), rng)
+            if rtype in c.OPENABLE_CLASS_SET:  # upstream: openable iff its class is and the id is in -openable.json
+                scene.openable.add(thor_id)
+    listed = {_LAYOUT_RECEPTACLE_NAMES.get(t, t) for t in types} & static_types
+    for rtype, count in sorted(_receptacle_counts(floor_plan, listed, scene).items()):
+        for _ in range(count - len(scene.receptacles_of(rtype))):
+            _add_unlisted_receptacle(scene, rtype, points, rng)
     _make_locations_unique(scene)
-    placeable = set().union(*c.VAL_RECEPTACLE_OBJECTS.values())
-    for otype in sorted(set(types)):
-        if otype in static_types or otype not in placeable or otype.endswith("Sliced") or otype not in c.OBJECTS:
-            continue
-        holders = [r for r, t in scene.receptacles.items() if otype in c.VAL_RECEPTACLE_OBJECTS.get(t, ())]
-        if not holders:
-            continue
-        for _ in range(rng.choices(range(1, _MAX_INSTANCES + 1), weights=_INSTANCE_WEIGHTS)[0]):
-            _add_object(scene, otype, rng.choice(sorted(holders)), rng)
-    lamp_holders = [r for r, t in sorted(scene.receptacles.items()) if t in _LAMP_RECEPTACLES]
-    if "DeskLamp" in types and lamp_holders:
-        _add_object(scene, "DeskLamp", rng.choice(lamp_holders), rng)
-    scene.agent_pose = _agent_start(alf, floor_plan, scene, rng)
+    _add_clutter(alf, scene, types, rng)
+    for lamp, holder_types in _LAMP_RECEPTACLES.items():
+        holders = [r for r, t in sorted(scene.receptacles.items()) if t in holder_types]
+        if lamp in types and holders:
+            _add_object(scene, lamp, rng.choice(holders), rng)
+    scene.agent_pose = _agent_start(scene, points, rng)
     return scene
 
 
-def _add_extra_receptacles(scene: Scene, types: set[str], rng: random.Random) -> None:
-    anchors = scene.receptacles_of("CounterTop") or sorted(scene.receptacles)
-    for rtype, count in _EXTRA_RECEPTACLES.items():
-        if rtype not in types or not anchors:
-            continue
-        for _ in range(count):
-            x, z, rotation, horizon = scene.poses[rng.choice(anchors)]
-            thor_id = "|".join([rtype, _thor_coord(rng.uniform(-3, 3)), _thor_coord(rng.uniform(0.8, 1.2)), _thor_coord(rng.uniform(-3, 3))])
-            scene.receptacles[thor_id] = rtype
-            scene.poses[thor_id] = (x + rng.randint(-2, 2), z + rng.randint(-2, 2), rotation, horizon)
+def _receptacle_type(thor_id: str) -> str:
+    """``Cabinet|+00.68|+00.50|-02.20`` -> Cabinet; ``Sink|...|SinkBasin`` -> SinkBasin."""
+    parts = thor_id.split("|")
+    return parts[-1] if len(parts) == 5 else parts[0]
+
+
+def _receptacle_counts(floor_plan: int, listed: set[str], scene: Scene) -> dict[str, int]:
+    """Instances per receptacle type: the ``-openable.json`` ids where it has any, else
+    ``_UNLISTED_COUNTS`` (default 1), raised to ``_UPSTREAM_TRANSCRIPT_COUNTS`` where those apply."""
+    counts = {rtype: len(scene.receptacles_of(rtype)) or _UNLISTED_COUNTS.get(rtype, 1) for rtype in listed}
+    for rtype, count in _UPSTREAM_TRANSCRIPT_COUNTS.get(floor_plan, {}).items():
+        counts[rtype] = max(counts.get(rtype, 0), count)
+    return counts
+
+
+def _add_unlisted_receptacle(scene: Scene, rtype: str, points: Any, rng: random.Random) -> None:
+    """A receptacle the layout files give no id or pose for: a THOR-like id and a pose at a layout
+    point no other receptacle stands at (not openable: upstream's rule, see ``_build_scene``)."""
+    used = {(x, z) for x, z, _, _ in scene.poses.values()}
+    free = [i for i, (x, z) in enumerate(points) if (round(float(x) / 0.25), round(float(z) / 0.25)) not in used]
+    x, z = points[rng.choice(free or range(len(points)))]
+    prefix = {"SinkBasin": "Sink", "BathtubBasin": "Bathtub"}.get(rtype, rtype)
+    while True:
+        coords = [_thor_coord(rng.uniform(-4, 4)), _thor_coord(rng.uniform(0, 2)), _thor_coord(rng.uniform(-4, 4))]
+        thor_id = "|".join([prefix, *coords] + ([rtype] if prefix != rtype else []))
+        if thor_id not in scene.receptacles:
+            break
+    scene.receptacles[thor_id] = rtype
+    scene.poses[thor_id] = (round(float(x) / 0.25), round(float(z) / 0.25), rng.randrange(4), 30)
 
 
 def _make_locations_unique(scene: Scene) -> None:
@@ -177,6 +219,22 @@ def _make_locations_unique(scene: Scene) -> None:
         used.add((x, z, rotation, horizon))
 
 
+def _add_clutter(alf: _Alfworld, scene: Scene, types: set[str], rng: random.Random) -> None:
+    """ALFRED's spawn rule: every pickupable type the layout lists, 1..MAX_NUM_OF_OBJ_INSTANCES
+    instances (uniform), each in a receptacle that may hold it, drawn with ``_SURFACE_WEIGHTS``."""
+    c = alf.constants
+    placeable = set().union(*c.VAL_RECEPTACLE_OBJECTS.values())
+    for otype in sorted(types):
+        if otype in c.RECEPTACLES - c.MOVABLE_RECEPTACLES_SET or otype not in placeable or otype not in c.OBJECTS:
+            continue  # static receptacles, sliced parts (not in OBJECTS), fixtures no receptacle holds
+        holders = sorted(r for r, t in scene.receptacles.items() if otype in c.VAL_RECEPTACLE_OBJECTS.get(t, ()))
+        if not holders:
+            continue
+        weights = [_SURFACE_WEIGHTS.get(scene.receptacles[r], 1) for r in holders]
+        for _ in range(rng.randint(1, c.MAX_NUM_OF_OBJ_INSTANCES)):
+            _add_object(scene, otype, rng.choices(holders, weights=weights)[0], rng)
+
+
 def _add_object(scene: Scene, otype: str, receptacle: str, rng: random.Random) -> str:
     while True:
         thor_id = "|".join([otype, _thor_coord(rng.uniform(-4, 4)), _thor_coord(rng.uniform(0.2, 2)), _thor_coord(rng.uniform(-4, 4))])
@@ -187,11 +245,14 @@ def _add_object(scene: Scene, otype: str, receptacle: str, rng: random.Random) -
     return thor_id
 
 
-def _agent_start(alf: _Alfworld, floor_plan: int, scene: Scene, rng: random.Random) -> tuple[int, int, int, int]:
+def _layout_points(alf: _Alfworld, floor_plan: int) -> Any:
     import numpy as np  # a core dependency; only the layout points need it
 
     with alf.layouts.joinpath(f"FloorPlan{floor_plan}-layout.npy").open("rb") as f:
-        points = np.load(f)
+        return np.load(f)
+
+
+def _agent_start(scene: Scene, points: Any, rng: random.Random) -> tuple[int, int, int, int]:
     taken = set(scene.poses.values())
     while True:
         x, z = points[rng.randrange(len(points))]
@@ -211,7 +272,7 @@ class _Task:
 
 def _candidate_tasks(alf: _Alfworld, scene: Scene, task_type: str) -> list[_Task]:
     c = alf.constants
-    object_types = sorted({t for t in scene.object_types.values() if t != "DeskLamp"})
+    object_types = sorted({t for t in scene.object_types.values() if t not in _LAMP_RECEPTACLES})
     receptacle_types = sorted(set(scene.receptacles.values()))
     if task_type == "look_at_obj_in_light":
         if "DeskLamp" not in scene.object_types.values():
@@ -298,9 +359,9 @@ def scene_to_pddl(alf: _Alfworld, scene: Scene, task: _Task, problem_id: str) ->
         "\n        ".join(f"(receptacleType {r} {scene.receptacles[r]}Type)" for r in receptacles),
         "\n        ".join(f"(objectType {o} {scene.object_types[o]}Type)" for o in objects),
         "\n        ".join(can_contain),
-        facts("pickupable", [o for o in objects if scene.object_types[o] != "DeskLamp"]),
+        facts("pickupable", [o for o in objects if scene.object_types[o] not in _LAMP_RECEPTACLES]),
         facts("isReceptacleObject", [o for o in objects if scene.object_types[o] in c.MOVABLE_RECEPTACLES_SET]),
-        facts("openable", [r for r in receptacles if scene.receptacles[r] in c.OPENABLE_CLASS_SET]),
+        facts("openable", [r for r in receptacles if r in scene.openable]),
         f"\n        (atLocation agent1 {_loc(scene.agent_pose)})",
         "",  # opened: every receptacle starts closed
         facts("cleanable", of_action("Cleanable")),
