@@ -93,3 +93,68 @@ def test_check_and_apply_drop_unsolved_games_and_record_engines(tmp_path, genera
     assert summary["checked_by_engine"] == {"fast": 3, "textworld": 1} and summary["engine_disagreements"] == 1
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["splits"]["valid_seen"] == summary
+
+
+# -- rooms (generator version 2) ---------------------------------------------------------------
+@pytest.fixture(scope="module")
+def unseen_rooms():
+    """Generated games per held-out floor plan (FloorPlan10, 219, 308, 424)."""
+    from tools.alfworld.generate import generate_games
+
+    games = generate_games("valid_unseen", 36, seed=0)
+    return {int(g.id.split("/")[0].rsplit("-", 1)[1]): g for g in games}
+
+
+def _init(pddl: str) -> str:
+    return pddl[pddl.index("(:init") : pddl.index("(:goal")]
+
+
+def _receptacles(pddl: str) -> dict[str, str]:
+    """Receptacle id -> type of a problem."""
+    return dict(re.findall(r"\(receptacleType (\S+) (\S+)Type\)", _init(pddl)))
+
+
+def test_bathrooms_have_every_receptacle_the_layout_lists(unseen_rooms) -> None:
+    types = sorted(_receptacles(unseen_rooms[424].pddl_problem).values())
+    # FloorPlan424 as upstream's transcripts show it: 13 receptacles
+    assert types == sorted(["Cabinet"] * 4 + ["CounterTop", "GarbageCan", "HandTowelHolder", "HandTowelHolder"]
+                           + ["SinkBasin"] * 2 + ["Toilet", "ToiletPaperHanger", "TowelHolder"])
+
+
+def test_only_receptacles_with_an_openable_json_entry_are_openable(unseen_rooms) -> None:
+    pddl = unseen_rooms[10].pddl_problem
+    cabinets = [r for r, t in _receptacles(pddl).items() if t == "Cabinet"]
+    openable = set(re.findall(r"\(openable (\S+)\)", _init(pddl)))
+    assert len(cabinets) == 6 and len(openable & set(cabinets)) == 3  # upstream: "On the cabinet 1, you see ..."
+    assert openable <= set(_receptacles(pddl))
+    assert all("GarbageCan" not in r for r in openable)
+
+
+def test_every_receptacle_has_its_own_location(unseen_rooms) -> None:
+    for game in unseen_rooms.values():
+        locations = re.findall(r"\(receptacleAtLocation \S+ (\S+)\)", _init(game.pddl_problem))
+        assert len(locations) == len(set(locations)) == len(_receptacles(game.pddl_problem))
+
+
+def test_kitchens_are_as_cluttered_as_upstreams(unseen_rooms) -> None:
+    pairs = _in_receptacle_types(unseen_rooms[10].pddl_problem)
+    per_receptacle = re.findall(r"\(inReceptacle \S+ (\S+)\)", _init(unseen_rooms[10].pddl_problem))
+    assert len(pairs) >= 40  # 1..3 instances of each pickupable type (ALFRED's MAX_NUM_OF_OBJ_INSTANCES)
+    assert max(per_receptacle.count(r) for r in set(per_receptacle)) >= 10  # countertops collect most
+
+
+def test_floor_lamps_stand_in_a_receptacle_and_are_not_pickupable(unseen_rooms) -> None:
+    pddl = unseen_rooms[219].pddl_problem  # the layout lists a FloorLamp
+    lamps = re.findall(r"\(objectType (\S+) FloorLampType\)", pddl)
+    assert len(lamps) == 1
+    holders = {r for o, r in re.findall(r"\(inReceptacle (\S+) (\S+)\)", _init(pddl)) if o == lamps[0]}
+    assert len(holders) == 1 and f"(receptacleAtLocation {holders.pop()} " in pddl
+    assert f"(pickupable {lamps[0]})" not in pddl and f"(toggleable {lamps[0]})" in pddl
+
+
+def test_rooms_are_deterministic_from_the_seed(unseen_rooms) -> None:
+    from tools.alfworld.generate import generate_games
+
+    again = generate_games("valid_unseen", 36, seed=0)
+    assert {int(g.id.split("/")[0].rsplit("-", 1)[1]): g for g in again} == unseen_rooms
+    assert generate_games("valid_unseen", 4, seed=1)[0].pddl_problem != again[0].pddl_problem
