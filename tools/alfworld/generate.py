@@ -6,12 +6,17 @@ THOR floor plan, the object *types* present (``FloorPlanN-objects.json``) and th
 receptacles with the agent pose used to reach them (``FloorPlanN-openable.json``), but not
 which object lies where.  This generator rebuilds scenes from those files:
 
-* receptacles = the floor plan's THOR receptacle ids (so the ``AlfredDemangler`` numbering,
-  e.g. "cabinet 3", is the real one for that room) plus stove burners / coffee machine /
-  toaster, which THOR has but the layout files do not list (synthetic ids, see ``_EXTRA_RECEPTACLES``);
-* small objects = the floor plan's pickupable types, 1..3 instances each (ALFRED's
-  ``MAX_NUM_OF_OBJ_INSTANCES``; 1 with probability 0.6, 2 with 0.3), each put in a random receptacle that may hold it
-  (``constants.VAL_RECEPTACLE_OBJECTS``), with THOR-like ids (``Apple|+01.20|+00.90|-02.35``);
+* receptacles = every static receptacle type the floor plan's ``-objects.json`` lists; instances
+  and poses from ``-openable.json`` (its THOR ids, so the ``AlfredDemangler`` numbering, e.g.
+  "cabinet 3", is the real one for that room), one instance (four stove burners) with a
+  synthetic id and a free layout point for types only ``-objects.json`` lists, and the few
+  counts upstream's transcripts show beyond that (``_UPSTREAM_TRANSCRIPT_COUNTS``); only
+  openable-class receptacles with an ``-openable.json`` entry are ``openable`` (upstream's rule);
+* small objects = the floor plan's pickupable types, 1..3 instances each (uniform, ALFRED's
+  ``MAX_NUM_OF_OBJ_INSTANCES``), each in a receptacle that may hold it
+  (``constants.VAL_RECEPTACLE_OBJECTS``) drawn by surface size (``_SURFACE_WEIGHTS``), with
+  THOR-like ids (``Apple|+01.20|+00.90|-02.35``); desk and floor lamps (not pickupable) in
+  furniture (``_LAMP_RECEPTACLES``);
 * the task (type, object, parent receptacle, lamp) is sampled among those the scene allows
   (``constants.GOALS_VALID`` room types, ``VAL_ACTION_OBJECTS`` for clean/heat/cool), the goal
   PDDL comes from ``alfworld/gen/goal_library.py`` and the sentence from its templates;
