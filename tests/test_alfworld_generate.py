@@ -180,3 +180,25 @@ def test_check_and_apply_drop_unsolved_games_and_record_engines(tmp_path, genera
     assert summary["expert_plan_len"] == {"min": 1, "median": 1, "max": 1}
     old_record = {k: v for k, v in kept[0].to_record().items() if k not in ("expert_plan_len", "object_sliced")}
     assert AlfredGame.from_record(old_record) == kept[0]  # records written before these fields read the same
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not all(is_installed(m) for m in ("textworld", "fast_downward")), reason="needs the real engine")
+def test_sliced_and_start_state_games_play_identically_on_both_engines(train) -> None:
+    """Observations, admissible commands, ``won`` and expert actions step for step (about 20 s)."""
+    import random
+
+    from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
+    from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine
+    from tools.alfworld.differential import compare_episode
+    from tools.alfworld.generate import expert_walkthrough
+
+    sliced = [g for g in train if g.object_sliced][:2]
+    cold = [g for g in train if "(isCool " in _init(g.pddl_problem)][:1]
+    reference = TextWorldAlfredEngine()
+    for index, game in enumerate(sliced + cold):
+        report = compare_episode(reference, FastAlfredEngine(), game, random.Random(index), steps=25, mode="random")
+        assert not report.mismatches, str(report.mismatches[0])
+        walkthrough = expert_walkthrough(game, FastAlfredEngine())
+        assert walkthrough is not None and expert_walkthrough(game, reference) == walkthrough
+    reference.close()

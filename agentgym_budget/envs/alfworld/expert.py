@@ -33,7 +33,7 @@ What stays different from upstream in both modes:
   subgoals of a sliced task are ALFRED's: find a knife, take it, find the object, slice it, then
   the task's own subgoals, taking a sliced instance; the knife is put down right after slicing
   (on the receptacle there, else where it was taken from).  In ``"upstream"`` mode the
-  ``move`` bookkeeping bug keeps the knife in the expert's inventory, so it fails them.
+  ``move`` bookkeeping bug keeps the knife in the expert's inventory, so it fails most of them.
 * Upstream picks "the" already placed object of a pick-two task from TextWorld's fact set,
   whose order depends on Python's hash seed; here: the start facts in name order, then the
   placement order.
@@ -75,7 +75,7 @@ __all__ = ["EXPERT_TYPES", "ExpertFailed", "HandCodedExpert", "expert_priors", "
 #: ``"upstream"``: upstream ``AlfredExpert``'s actions exactly; ``"fixed"`` (the default): see the module docstring.
 EXPERT_TYPES = ("upstream", "fixed")
 #: The facts upstream's expert reads, by predicate: ``holds`` (object), ``ishot`` / ``iscool`` /
-#: ``isclean`` / ``issliced`` (object) and ``inreceptacle`` (object, receptacle), as display names ("apple 1").
+#: ``isclean`` (object) and ``inreceptacle`` (object, receptacle), as display names ("apple 1").
 StartFacts = Mapping[str, Sequence[tuple[str, ...]]]
 
 
@@ -109,7 +109,7 @@ class _FeedbackFacts:
         self.hot: set[str] = {obj for (obj,) in start.get("ishot", ())}
         self.cool: set[str] = {obj for (obj,) in start.get("iscool", ())}
         self.clean: set[str] = {obj for (obj,) in start.get("isclean", ())}
-        self.sliced: set[str] = {obj for (obj,) in start.get("issliced", ())}
+        self.sliced: set[str] = set()  # no game starts with a sliced object; tracked for sliced tasks
         # the start state's, then in the order things were put there
         self.in_receptacle: list[tuple[str, str]] = [(obj, recep) for obj, recep in start.get("inreceptacle", ())]
 
@@ -165,7 +165,7 @@ def start_facts(game: Any) -> dict[str, list[tuple[str, ...]]]:
         >>> from agentgym_budget.envs.alfworld.game import load_games
         >>> facts = start_facts(load_games("valid_seen")[0])
         >>> sorted(facts), facts["holds"]
-        (['holds', 'inreceptacle', 'isclean', 'iscool', 'ishot', 'issliced'], [])
+        (['holds', 'inreceptacle', 'isclean', 'iscool', 'ishot'], [])
     """
     from agentgym_budget.envs.alfworld.fast.engine import load_world
 
@@ -175,7 +175,7 @@ def start_facts(game: Any) -> dict[str, list[tuple[str, ...]]]:
         facts = world.initial_fluents.get(predicate, ())
         return sorted(tuple(world.names[entity].strip() for entity in args) for args in facts)
 
-    facts = {predicate: named(predicate) for predicate in ("inreceptacle", "ishot", "iscool", "isclean", "issliced")}
+    facts = {predicate: named(predicate) for predicate in ("inreceptacle", "ishot", "iscool", "isclean")}
     facts["holds"] = [args[1:] for args in named("holds") if args[0] == world.names[world.agent].strip()]
     return facts
 
