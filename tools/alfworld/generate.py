@@ -321,12 +321,10 @@ def _place_start_states(alf: _Alfworld, scene: Scene, task: _Task, rng: random.R
         scene.placement[rng.choice(targets)] = rng.choice(fridges)
 
 
-def _starts_cold(alf: _Alfworld, scene: Scene, task: _Task) -> list[str]:
-    """Target instances lying in a fridge: cold, as upstream's ``state_to_pddl`` writes them."""
-    return [
-        o for o in scene.objects_of(task.object_target)
-        if scene.receptacles[scene.placement[o]] == "Fridge" and task.object_target in alf.constants.VAL_ACTION_OBJECTS["Coolable"]
-    ]
+def _starts_cold(scene: Scene, task: _Task) -> list[str]:
+    """Target instances lying in a fridge: cold, as upstream's ``state_to_pddl`` writes them
+    (``isCool`` for every object of the target type that was in a fridge, coolable or not)."""
+    return [o for o in scene.objects_of(task.object_target) if scene.receptacles[scene.placement[o]] == "Fridge"]
 
 
 def _goal_sentence(alf: _Alfworld, task: _Task, rng: random.Random) -> str:
@@ -391,7 +389,7 @@ def scene_to_pddl(alf: _Alfworld, scene: Scene, task: _Task, problem_id: str) ->
         facts("heatable", of_action("Heatable")),
         facts("coolable", of_action("Coolable")),
         "",  # isHot
-        facts("isCool", _starts_cold(alf, scene, task)),
+        facts("isCool", _starts_cold(scene, task)),
         facts("toggleable", of_action("Toggleable")),
         "",  # isOn
         "",  # isReceptacleObject of movable receptacles that are the mrecep target
