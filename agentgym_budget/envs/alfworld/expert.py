@@ -403,7 +403,7 @@ class HandCodedExpert:
         self.observe(obs)
         self.subgoal_idx = self.check_subgoal_completion(admissible_commands)
         sub_action, sub_param, objs_of_interest = self.get_next_subgoal()
-        if self.sliced_task and self.subgoal_idx >= len(_SLICING_SUBGOALS) and self.facts.holds_class(_KNIFE):
+        if self.sliced_task and self.subgoal_idx >= _SLICING_SUBGOAL_COUNT and self.facts.holds_class(_KNIFE):
             return self._put_knife_down(admissible_commands)
 
         if sub_action == "find":
@@ -502,7 +502,7 @@ class HandCodedExpert:
             self.is_agent_holding_right_object = self.facts.holds_class(obj, sliced_only=True)
         holding = self.is_agent_holding_right_object
         n = len(self.subgoals)
-        first = len(_SLICING_SUBGOALS) if self.sliced_task else 0  # the task's own subgoals start here
+        first = _SLICING_SUBGOAL_COUNT if self.sliced_task else 0  # the task's own subgoals start here
         if self.task_type == "look_at_obj_in_light":
             can_toggle_lamp = f"use {self.task_params['toggle_target']}" in admissible_wo_num_ids
             if holding and can_toggle_lamp:
@@ -564,7 +564,7 @@ class HandCodedExpert:
 
 
     def _slicing_subgoal(self, obj: str, admissible_commands: Sequence[str]) -> int:
-        """Index into :data:`_SLICING_SUBGOALS` (find knife, take it, find ``obj``, slice it)."""
+        """Index into :func:`_slicing_subgoals` (find knife, take it, find ``obj``, slice it)."""
         admissible_wo_num_ids, knife_in_obs, can_take_knife = self._common_predicates(_KNIFE, admissible_commands)
         obs_at_curr_recep = self.obs_at_recep.get(self.curr_recep, "")
         is_obj_in_obs = "you see" in obs_at_curr_recep and f" {obj} " in obs_at_curr_recep
@@ -586,7 +586,7 @@ def _slicing_subgoals(obj: str) -> list[tuple[str, str]]:
     return [("find", _KNIFE), ("take", _KNIFE), ("find", obj), ("slice", obj)]
 
 
-_SLICING_SUBGOALS = _slicing_subgoals("")
+_SLICING_SUBGOAL_COUNT = 4  # _slicing_subgoals' length: a sliced task's own subgoals start there
 
 
 def _subgoals(task_type: str, params: Mapping[str, Any]) -> list[tuple[str, str]]:
