@@ -177,6 +177,32 @@ def test_task_types_by_name_or_id_and_bad_values() -> None:
         ALFWorldEnv(split="valid_seen", engine="thor")
 
 
+def test_max_plan_len_keeps_the_games_the_expert_wins_within_it_and_rejects_bad_values() -> None:
+    every = load_games("valid_seen")
+    assert all(g.expert_plan_len == len(g.walkthrough) for g in every if g.walkthrough)  # read from older records
+    short = ALFWorldEnv(split="valid_seen", max_plan_len=10, **FAST).games
+    assert short == [g for g in every if g.expert_plan_len is not None and g.expert_plan_len <= 10]
+    assert 0 < len(short) < len(every)
+    for bad in (0, -3, 2.5, True, "10"):
+        with pytest.raises(ValueError, match="max_plan_len must be None or a positive int"):
+            load_games("valid_seen", max_plan_len=bad)
+    with pytest.raises(ValueError, match="relax the filters"):
+        ALFWorldEnv(split="valid_seen", max_plan_len=1, **FAST)
+
+
+def test_include_sliced_false_leaves_out_the_sliced_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
+    import dataclasses
+
+    from agentgym_budget.envs.alfworld import game as game_module
+
+    games = load_games("valid_seen")
+    mixed = (dataclasses.replace(games[0], object_sliced=True), *games[1:])
+    monkeypatch.setattr(game_module, "_bundled_split", lambda split: mixed)
+    assert load_games("valid_seen")[0].object_sliced
+    assert ALFWorldEnv(split="valid_seen", include_sliced=False, **FAST).games == list(mixed[1:])
+    assert mixed[0].task_params["object_sliced"] is True
+
+
 def test_expert_plan_rolls_out_to_the_win_on_a_copyable_engine() -> None:
     env = ALFWorldEnv(split="valid_seen", task_types=[1], expert_plan_horizon=50, **FAST)
     _, info = env.reset(seed=1)

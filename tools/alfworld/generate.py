@@ -20,9 +20,16 @@ which object lies where.  This generator rebuilds scenes from those files:
 * the task (type, object, parent receptacle, lamp) is sampled among those the scene allows
   (``constants.GOALS_VALID`` room types, ``VAL_ACTION_OBJECTS`` for clean/heat/cool), the goal
   PDDL comes from ``alfworld/gen/goal_library.py`` and the sentence from its templates;
-* no object of the target type starts in a receptacle of the parent type (so no game is won
-  at reset and the handcoded expert's bookkeeping is exact), all receptacles start closed,
-  nothing starts hot, cold, clean or on.
+* sliced variants (``goal_library``'s ``*_slice`` goals; ``object_sliced`` in the game, ``AppleSliced``
+  in its id as ALFRED names the dirs) of simple / clean / heat / cool tasks where a knife and a
+  sliceable target are in the room; look-at tasks under a desk lamp or a floor lamp;
+* start states as upstream has them, each by chance: a target instance already in a
+  receptacle of the goal type where that does not win at reset (pick-two: one of the two;
+  clean/heat/cool/sliced: a not yet clean/hot/cool/sliced one; never for simple
+  pick-and-place, where it would win), and a coolable target starting cold in the fridge
+  (``isCool``, as upstream's ``state_to_pddl`` writes it for objects in a fridge); otherwise no
+  target instance starts in a goal-type receptacle.  All receptacles start closed, nothing
+  starts hot, clean, sliced or on.
 
 The PDDL text follows upstream's ``scripts/augment_pddl_states.py`` (``TextWorldTaskGameStateFullKnowledge``):
 same sections, facts and id mangling.  Splits: ``train`` and ``valid_seen`` use the same
@@ -39,8 +46,10 @@ Usage (generation needs the ``alfworld`` extra for the layout files)::
         --progress valid_seen.progress.jsonl
 
 ``check`` plays the handcoded expert on every game (resumable); ``apply`` drops the games it
-did not win within 50 turns, stores its winning actions as the walkthrough and records in
-``manifest.json`` how many games were checked and with which engine.
+did not win within 200 turns (upstream ``AlfredExpert``'s limit: long plans are kept), stores
+its winning actions as the walkthrough and their count as ``expert_plan_len`` (filter with
+``load_games(max_plan_len=...)``), and records in ``manifest.json`` how many games were checked
+and with which engine.
 """
 
 from __future__ import annotations
@@ -50,6 +59,8 @@ import dataclasses
 import json
 import lzma
 import random
+import statistics
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,7 +69,7 @@ from typing import Any
 from agentgym_budget._optional import require
 from agentgym_budget.envs.alfworld.game import TASK_TYPES, AlfredGame
 
-__all__ = ["GENERATOR_VERSION", "UNSEEN_FLOOR_PLANS", "Scene", "generate_games", "main", "write_split"]
+__all__ = ["EXPERT_MAX_TURNS", "GENERATOR_VERSION", "UNSEEN_FLOOR_PLANS", "Scene", "generate_games", "main", "write_split"]
 
 #: Bumped whenever the generator's output for a given seed changes.
 GENERATOR_VERSION = "2"
@@ -273,19 +284,41 @@ class _Task:
     object_target: str
     parent_target: str = ""
     toggle_target: str = ""
+    sliced: bool = False
+
+    @property
+    def goal_key(self) -> str:
+        """The task's entry in upstream's ``goal_library.gdict`` (``*_slice`` for sliced tasks)."""
+        return f"{self.task_type}_slice" if self.sliced else self.task_type
+
+
+#: Lamps a look-at task may name (``pddl_params["toggle_target"]`` in ALFRED: DeskLamp or FloorLamp).
+_LAMPS = tuple(_LAMP_RECEPTACLES)  # DeskLamp, FloorLamp
+#: Task types with a sliced variant here.  Upstream's goal library also has
+#: ``pick_two_obj_and_place_slice`` (the expert would need two knife rounds) and
+#: ``look_at_obj_in_light_slice`` (its goal leaves ``?o`` unbound): not generated.
+_SLICED_TASK_TYPES = frozenset({
+    "pick_and_place_simple", "pick_clean_then_place_in_recep", "pick_heat_then_place_in_recep", "pick_cool_then_place_in_recep",
+})
+#: The knife a sliced task's scene must hold (the expert fetches a "knife"; a ButterKnife slices too).
+_KNIFE = "Knife"
+_SLICED_PROB = 0.3  # share of sliced tasks where the scene allows one
+_IN_PLACE_PROB = 0.3  # a target instance starts in a goal-type receptacle, where that does not win
+_COLD_START_PROB = 0.3  # a coolable target instance starts in the fridge (cold: upstream writes isCool)
 
 
 def _candidate_tasks(alf: _Alfworld, scene: Scene, task_type: str) -> list[_Task]:
+    """The tasks of ``task_type`` the scene allows (sliced variants included where a knife is)."""
     c = alf.constants
-    object_types = sorted({t for t in scene.object_types.values() if t not in _LAMP_RECEPTACLES})
+    object_types = sorted({t for t in scene.object_types.values() if t not in _LAMPS})
     receptacle_types = sorted(set(scene.receptacles.values()))
     if task_type == "look_at_obj_in_light":
-        if "DeskLamp" not in scene.object_types.values():
-            return []
-        return [_Task(task_type, o, toggle_target="DeskLamp") for o in object_types]
+        lamps = sorted(set(_LAMPS) & set(scene.object_types.values()))
+        return [_Task(task_type, o, toggle_target=lamp) for lamp in lamps for o in object_types]
     needed_action, needed_receptacle = _TASK_REQUIREMENTS.get(task_type, (None, None))
     if needed_receptacle is not None and needed_receptacle not in receptacle_types:
         return []
+    can_slice = task_type in _SLICED_TASK_TYPES and _KNIFE in object_types
     tasks = []
     for otype in object_types:
         if needed_action is not None and otype not in c.VAL_ACTION_OBJECTS[needed_action]:
@@ -294,11 +327,24 @@ def _candidate_tasks(alf: _Alfworld, scene: Scene, task_type: str) -> list[_Task
         for parent in sorted(holders - {needed_receptacle}):
             if holders - {parent}:  # somewhere else for the object to start
                 tasks.append(_Task(task_type, otype, parent))
+                if can_slice and otype in c.VAL_ACTION_OBJECTS["Sliceable"]:
+                    tasks.append(_Task(task_type, otype, parent, sliced=True))
     return tasks
 
 
+def _choose_task(candidates: Sequence[_Task], rng: random.Random) -> _Task:
+    """A sliced task with probability ``_SLICED_PROB`` when there is one, else another task."""
+    sliced = [t for t in candidates if t.sliced]
+    plain = [t for t in candidates if not t.sliced]
+    if sliced and (not plain or rng.random() < _SLICED_PROB):
+        return rng.choice(sliced)
+    return rng.choice(plain)
+
+
 def _fit_scene_to_task(alf: _Alfworld, scene: Scene, task: _Task, rng: random.Random) -> None:
-    """Move target objects out of parent-type receptacles; give pick-two tasks two targets."""
+    """Set the task's start state: no target instance in a parent-type receptacle (so the game
+    is not won at reset), two targets for pick-two, then upstream's start states by chance
+    (:func:`_place_start_states`)."""
     c = alf.constants
     holders = sorted(
         r for r, t in scene.receptacles.items()
@@ -310,10 +356,45 @@ def _fit_scene_to_task(alf: _Alfworld, scene: Scene, task: _Task, rng: random.Ra
     if task.task_type == "pick_two_obj_and_place":
         while len(scene.objects_of(task.object_target)) < 2:
             _add_object(scene, task.object_target, rng.choice(holders), rng)
+    _place_start_states(alf, scene, task, rng)
+
+
+def _in_place_allowed(task: _Task) -> bool:
+    """Whether a target instance may start in a parent-type receptacle without winning at reset:
+    pick-two (one of two), clean/heat/cool (not yet clean/hot/cool) and sliced tasks (not
+    sliced); never simple pick-and-place (one in place wins) nor look-at (no parent)."""
+    if task.task_type == "pick_two_obj_and_place" or task.sliced:
+        return True
+    return task.task_type in _TASK_REQUIREMENTS
+
+
+def _place_start_states(alf: _Alfworld, scene: Scene, task: _Task, rng: random.Random) -> None:
+    """Upstream's start states, each by chance: a target instance already in a goal-type
+    receptacle (when :func:`_in_place_allowed`; pick-two keeps its other target elsewhere) and a
+    coolable target instance in the fridge (cold: :func:`scene_to_pddl` writes ``isCool``)."""
+    c = alf.constants
+    targets = scene.objects_of(task.object_target)
+    parents = scene.receptacles_of(task.parent_target) if task.parent_target else []
+    if parents and _in_place_allowed(task) and rng.random() < _IN_PLACE_PROB:
+        scene.placement[targets.pop(rng.randrange(len(targets)))] = rng.choice(parents)
+    fridges = scene.receptacles_of("Fridge")
+    coolable = task.object_target in c.VAL_ACTION_OBJECTS["Coolable"]
+    fridge_holds_it = task.object_target in c.VAL_RECEPTACLE_OBJECTS.get("Fridge", ())
+    # a pick-and-place (simple or two) into a fridge asks for nothing a cold target lacks: it
+    # would (with one already in place, for pick-two) be won at reset
+    fridge_is_goal = task.parent_target == "Fridge" and task.task_type not in _TASK_REQUIREMENTS and not task.sliced
+    if targets and fridges and coolable and fridge_holds_it and not fridge_is_goal and rng.random() < _COLD_START_PROB:
+        scene.placement[rng.choice(targets)] = rng.choice(fridges)
+
+
+def _starts_cold(scene: Scene, task: _Task) -> list[str]:
+    """Target instances lying in a fridge: cold, as upstream's ``state_to_pddl`` writes them
+    (``isCool`` for every object of the target type that was in a fridge, coolable or not)."""
+    return [o for o in scene.objects_of(task.object_target) if scene.receptacles[scene.placement[o]] == "Fridge"]
 
 
 def _goal_sentence(alf: _Alfworld, task: _Task, rng: random.Random) -> str:
-    template = rng.choice(alf.goals[task.task_type]["templates"])
+    template = rng.choice(alf.goals[task.goal_key]["templates"])
     return template.format(obj=task.object_target.lower(), recep=task.parent_target.lower(), toggle=task.toggle_target.lower(), mrecep="")
 
 
@@ -364,7 +445,7 @@ def scene_to_pddl(alf: _Alfworld, scene: Scene, task: _Task, problem_id: str) ->
         "\n        ".join(f"(receptacleType {r} {scene.receptacles[r]}Type)" for r in receptacles),
         "\n        ".join(f"(objectType {o} {scene.object_types[o]}Type)" for o in objects),
         "\n        ".join(can_contain),
-        facts("pickupable", [o for o in objects if scene.object_types[o] not in _LAMP_RECEPTACLES]),
+        facts("pickupable", [o for o in objects if scene.object_types[o] not in _LAMPS]),
         facts("isReceptacleObject", [o for o in objects if scene.object_types[o] in c.MOVABLE_RECEPTACLES_SET]),
         facts("openable", [r for r in receptacles if r in scene.openable]),
         f"\n        (atLocation agent1 {_loc(scene.agent_pose)})",
@@ -374,7 +455,7 @@ def scene_to_pddl(alf: _Alfworld, scene: Scene, task: _Task, problem_id: str) ->
         facts("heatable", of_action("Heatable")),
         facts("coolable", of_action("Coolable")),
         "",  # isHot
-        "",  # isCool
+        facts("isCool", _starts_cold(scene, task)),
         facts("toggleable", of_action("Toggleable")),
         "",  # isOn
         "",  # isReceptacleObject of movable receptacles that are the mrecep target
@@ -387,7 +468,7 @@ def scene_to_pddl(alf: _Alfworld, scene: Scene, task: _Task, problem_id: str) ->
         "\n        ".join(f"(objectAtLocation {o} {_loc(scene.poses[scene.placement[o]])})" for o in objects),
     ]
     mid_init = "\n" + "".join(f"        {s}\n" for s in sections) + "        )\n    "
-    goal = alf.goals[task.task_type]["pddl"].format(
+    goal = alf.goals[task.goal_key]["pddl"].format(
         obj=task.object_target, recep=task.parent_target, toggle=task.toggle_target, mrecep=""
     )
     return _mangle(start) + "\n" + _mangle(mid_start) + "\n" + "\n(:init\n" + "\n" + _mangle(mid_init) + "\n" + _mangle(goal)
@@ -421,9 +502,10 @@ def generate_games(split: str, count: int, seed: int, floor_plans: Sequence[int]
         candidates = _candidate_tasks(alf, scene, task_type)
         if not candidates:
             continue
-        task = rng.choice(candidates)
+        task = _choose_task(candidates, rng)
         _fit_scene_to_task(alf, scene, task, rng)
-        game_id = f"{task.task_type}-{task.object_target}-None-{task.parent_target or task.toggle_target}-{floor_plan}/trial_{split}_{len(games):05d}"
+        target = task.object_target + ("Sliced" if task.sliced else "")  # ALFRED's dir naming, e.g. AppleSliced
+        game_id = f"{task.task_type}-{target}-None-{task.parent_target or task.toggle_target}-{floor_plan}/trial_{split}_{len(games):05d}"
         games.append(
             AlfredGame(
                 id=game_id,
@@ -434,6 +516,7 @@ def generate_games(split: str, count: int, seed: int, floor_plans: Sequence[int]
                 object_target=task.object_target.lower(),
                 parent_target=task.parent_target.lower(),
                 toggle_target=task.toggle_target.lower(),
+                object_sliced=task.sliced,
             )
         )
     return games
@@ -453,7 +536,11 @@ def write_split(games: Sequence[AlfredGame], path: Path) -> None:
 
 
 # -- solvability check ------------------------------------------------------------------------
-def expert_walkthrough(game: AlfredGame, engine: Any, max_turns: int = 50) -> tuple[str, ...] | None:
+#: The check's turn limit: upstream ``AlfredExpert``'s (its expert gives up after 200 steps).
+EXPERT_MAX_TURNS = 200
+
+
+def expert_walkthrough(game: AlfredGame, engine: Any, max_turns: int = EXPERT_MAX_TURNS) -> tuple[str, ...] | None:
     """The handcoded expert's winning actions on ``game`` within ``max_turns``, else ``None``.
 
     The expert is played exactly as an agent following ``info["expert_action"]`` would play it
@@ -513,7 +600,8 @@ def apply_checks(games_dir: Path, split: str, progress_files: Sequence[Path], se
         found = [by_id[game.id] for by_id in results.values() if game.id in by_id]
         disagreements += len({json.dumps(w) for w in found}) > 1
         if found and all(w is not None for w in found):
-            kept.append(dataclasses.replace(game, walkthrough=tuple(found[0])))  # type: ignore[arg-type]
+            walkthrough = tuple(found[0])  # type: ignore[arg-type]
+            kept.append(dataclasses.replace(game, walkthrough=walkthrough, expert_plan_len=len(walkthrough)))
         elif not found:
             kept.append(game)  # unchecked: kept, and counted as such in the manifest
     write_split(kept, out_dir / f"{split}.jsonl.xz")
@@ -525,21 +613,29 @@ def apply_checks(games_dir: Path, split: str, progress_files: Sequence[Path], se
         "games": len(kept),
         "per_task_type": {t: sum(g.task_type == t for g in kept) for t in TASK_TYPES.values()},
         "floor_plans": sorted({int(g.id.split("/")[0].rsplit("-", 1)[1]) for g in kept}),
+        "sliced": sum(g.object_sliced for g in kept),
+        "per_toggle_target": dict(sorted(Counter(g.toggle_target for g in kept if g.toggle_target).items())),
+        "expert_plan_len": _min_median_max([g.expert_plan_len for g in kept if g.expert_plan_len is not None]),
     }
     manifest_path = out_dir / "manifest.json"
     manifest = json.loads(manifest_path.read_text()) if manifest_path.exists() else {}
     manifest.update({
         "generator_version": GENERATOR_VERSION,
         "seed": seed,
-        "expert_max_turns": 50,
-        "check": "the handcoded expert (expert.HandCodedExpert, seeded from the game id) played as an agent "
-        "following info['expert_action'] (first action 'look'); a game is kept if it won within "
-        "expert_max_turns on every engine that checked it",
+        "expert_max_turns": EXPERT_MAX_TURNS,
+        "check": "the handcoded expert (expert.HandCodedExpert, expert_type='fixed', seeded from the game id) played "
+        "as an agent following info['expert_action'] (first action 'look'); a game is kept if it won within "
+        "expert_max_turns (upstream AlfredExpert's limit, so long plans stay) on every engine that checked it; "
+        "its walkthrough length is stored as expert_plan_len (load_games(max_plan_len=...) filters on it)",
     })
     manifest.pop("max_turns", None)
     manifest.setdefault("splits", {})[split] = summary
     manifest_path.write_text(json.dumps(manifest, indent=1, sort_keys=True) + "\n")
     return summary
+
+
+def _min_median_max(values: Sequence[int]) -> dict[str, float] | None:
+    return {"min": min(values), "median": statistics.median(values), "max": max(values)} if values else None
 
 
 def _read_split(path: Path, split: str) -> list[AlfredGame]:

@@ -76,6 +76,9 @@ class ALFWorldEnv(TextEnv):
         expert_plan_horizon: length of ``info["expert_plan"]`` when the engine can be copied.
         expert_type: ``"fixed"`` (the default, see the module docstring) or ``"upstream"``
             (upstream's expert action exactly).
+        max_plan_len: play only games the expert wins in at most this many actions
+            (:attr:`~agentgym_budget.envs.alfworld.game.AlfredGame.expert_plan_len`; ``None`` = all).
+        include_sliced: ``False`` leaves out the sliced-object tasks (upstream's released games have none).
         render_mode: ``None``, ``"ansi"`` or ``"human"``.
     """
 
@@ -88,6 +91,8 @@ class ALFWorldEnv(TextEnv):
         expert_plan_horizon: int = 1,
         render_mode: str | None = None,
         expert_type: str = "fixed",
+        max_plan_len: int | None = None,
+        include_sliced: bool = True,
     ) -> None:
         super().__init__(render_mode=render_mode)
         if expert_plan_horizon < 1:
@@ -96,9 +101,12 @@ class ALFWorldEnv(TextEnv):
             raise ValueError(f"expert_type must be one of {list(EXPERT_TYPES)}, got {expert_type!r}")
         self.expert_type = expert_type
         self.split = split
-        self.games: list[AlfredGame] = load_games(split, task_types, data_dir)
+        self.games: list[AlfredGame] = load_games(split, task_types, data_dir, max_plan_len, include_sliced)
         if not self.games:
-            raise ValueError(f"no ALFWorld games in split {split!r} for task_types={task_types!r}")
+            raise ValueError(
+                f"no ALFWorld games in split {split!r} for task_types={task_types!r}, max_plan_len={max_plan_len!r}, "
+                f"include_sliced={include_sliced!r}; relax the filters"
+            )
         self._game_index = {game.id: index for index, game in enumerate(self.games)}
         self.engine: AlfredEngine = make_engine(engine) if isinstance(engine, str) else engine
         self.expert_plan_horizon = expert_plan_horizon

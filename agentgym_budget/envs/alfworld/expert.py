@@ -26,6 +26,14 @@ What stays different from upstream in both modes:
   actions on every engine.
 * Where upstream's ``AlfredExpert`` raises (timeout after 200 steps, subgoals exhausted, an
   empty ``random.choice``) and ends the run, :meth:`HandCodedExpert.reported_action` says ``"look"``.
+* Sliced-object tasks (``task_params["object_sliced"]``): upstream's released games have none
+  (``collect_game_files`` skips ``Sliced`` dirs) and its six policies no slicing subgoal, only
+  the ``slice`` branch of ``BasePolicy.act`` (ported as is: ``examine`` the receptacle when
+  nothing is visible, else ``slice <random target> with <first held object>``).  Here the
+  subgoals of a sliced task are ALFRED's: find a knife, take it, find the object, slice it, then
+  the task's own subgoals, taking a sliced instance; the knife is put down right after slicing
+  (on the receptacle there, else where it was taken from).  In ``"upstream"`` mode the
+  ``move`` bookkeeping bug keeps the knife in the expert's inventory, so it fails most of them.
 * Upstream picks "the" already placed object of a pick-two task from TextWorld's fact set,
   whose order depends on Python's hash seed; here: the start facts in name order, then the
   placement order.
@@ -93,6 +101,7 @@ class _FeedbackFacts:
     _PICK = re.compile(r"^You pick up the (.+?) from the (.+?)\.$")
     _MOVE = re.compile(r"^You move the (.+?) to the (.+?)\.$")
     _CHANGE = re.compile(r"^You (heat|cool|clean) the (.+?) using the (.+?)\.$")
+    _SLICE = re.compile(r"^You sliced the (.+?) with the (.+?)\.$")
 
     def __init__(self, start: StartFacts | None = None) -> None:
         start = start or {}
@@ -100,6 +109,7 @@ class _FeedbackFacts:
         self.hot: set[str] = {obj for (obj,) in start.get("ishot", ())}
         self.cool: set[str] = {obj for (obj,) in start.get("iscool", ())}
         self.clean: set[str] = {obj for (obj,) in start.get("isclean", ())}
+        self.sliced: set[str] = set()  # no game starts with a sliced object; tracked for sliced tasks
         # the start state's, then in the order things were put there
         self.in_receptacle: list[tuple[str, str]] = [(obj, recep) for obj, recep in start.get("inreceptacle", ())]
 
@@ -124,16 +134,21 @@ class _FeedbackFacts:
                 self.hot.discard(obj)
             else:
                 self.clean.add(obj)
+        elif match := self._SLICE.match(feedback):
+            self.sliced.add(match.group(1))
 
     def clone(self) -> _FeedbackFacts:
         twin = _FeedbackFacts.__new__(_FeedbackFacts)
         twin.held, twin.in_receptacle = list(self.held), list(self.in_receptacle)
-        twin.hot, twin.cool, twin.clean = set(self.hot), set(self.cool), set(self.clean)
+        twin.hot, twin.cool, twin.clean, twin.sliced = set(self.hot), set(self.cool), set(self.clean), set(self.sliced)
         return twin
 
-    def holds_class(self, obj_cls: str) -> bool:
-        """``"holds agent {obj_cls}" in facts_wo_num_ids``."""
-        return any(_remove_num_ids(obj) == obj_cls for obj in self.held)
+    def holds_class(self, obj_cls: str, sliced_only: bool = False) -> bool:
+        """``"holds agent {obj_cls}" in facts_wo_num_ids`` (and, if ``sliced_only``, ``issliced``)."""
+        return any(_remove_num_ids(obj) == obj_cls and (obj in self.sliced or not sliced_only) for obj in self.held)
+
+    def any_sliced_of_class(self, obj_cls: str) -> bool:
+        return any(_remove_num_ids(obj) == obj_cls for obj in self.sliced)
 
     def in_receptacle_of_classes(self, obj_cls: str, recep_cls: str) -> list[str]:
         """Objects of ``obj_cls`` lying in a receptacle of ``recep_cls`` (``inreceptacle`` facts)."""
@@ -175,7 +190,7 @@ class HandCodedExpert:
 
     Args:
         task_params: ``task_type``, ``object_target``, ``parent_target``, ``toggle_target``
-            (lower-case class names, :attr:`AlfredGame.task_params`).
+            (lower-case class names) and ``object_sliced`` (:attr:`AlfredGame.task_params`).
         rng: the episode's random generator.
         max_steps: upstream ``AlfredExpert`` uses 200; after that the expert gives up.
         expert_type: ``"upstream"`` or ``"fixed"`` (:data:`EXPERT_TYPES`, see the module docstring).
@@ -185,7 +200,7 @@ class HandCodedExpert:
 
     def __init__(
         self,
-        task_params: Mapping[str, str],
+        task_params: Mapping[str, Any],
         rng: random.Random,
         max_steps: int = 200,
         expert_type: str = "fixed",
@@ -201,6 +216,7 @@ class HandCodedExpert:
         self.upstream_move_bug = expert_type == "upstream"
         self.task_params = dict(task_params)
         self.task_type = self.task_params["task_type"]
+        self.sliced_task = bool(self.task_params.get("object_sliced"))
         self.OBJECTS = priors["objects"]
         self.RECEPTACLES = priors["receptacles"]
         self.OPENABLE_OBJECTS = priors["openable"]
@@ -293,6 +309,8 @@ class HandCodedExpert:
         subgoal = self.subgoals[self.subgoal_idx]
         sub_action, sub_param = subgoal
         objs_of_interest = self.get_list_of_objects_of_class(sub_param, self.visible_objects)
+        if self.sliced_task and sub_action == "take" and sub_param == self.task_params["object_target"]:
+            objs_of_interest = [o for o in objs_of_interest if o in self.facts.sliced] or objs_of_interest
         if sub_param == "sinkbasin" and not any("sinkbasin" in r for r in self.receptacles.values()):
             sub_param = "bathtubbasin"
         return sub_action, sub_param, objs_of_interest
@@ -385,6 +403,8 @@ class HandCodedExpert:
         self.observe(obs)
         self.subgoal_idx = self.check_subgoal_completion(admissible_commands)
         sub_action, sub_param, objs_of_interest = self.get_next_subgoal()
+        if self.sliced_task and self.subgoal_idx >= _SLICING_SUBGOAL_COUNT and self.facts.holds_class(_KNIFE):
+            return self._put_knife_down(admissible_commands)
 
         if sub_action == "find":
             if len(objs_of_interest) > 0 or (
@@ -410,6 +430,10 @@ class HandCodedExpert:
             return f"move {self.inventory[0]} to {self.curr_recep}"
         if sub_action in ("heat", "cool", "clean"):
             return f"{sub_action} {self.inventory[0]} with {self.curr_recep}"
+        if sub_action == "slice":  # upstream BasePolicy.act's branch
+            if len(self.visible_objects) == 0:
+                return f"examine {self.curr_recep}"
+            return f"slice {self.rng.choice(objs_of_interest)} with {self.inventory[0]}"
         if sub_action == "use":
             if len(self.visible_objects) == 0:
                 return f"examine {self.curr_recep}"
@@ -420,6 +444,17 @@ class HandCodedExpert:
                 return f"move {self.inventory[0]} to {self.got_inventory_from_recep}"
             return f"go to {self.got_inventory_from_recep}"
         return f"open {self.curr_recep}" if "closed" in obs else f"examine {self.curr_recep}"
+
+    def _put_knife_down(self, admissible_commands: Sequence[str]) -> str:
+        """After slicing: put the knife on the receptacle here, else back where it came from
+        (opening it first: upstream's "holding something irrelevant" rule would not)."""
+        knife = next(obj for obj in self.facts.held if _remove_num_ids(obj) == _KNIFE)
+        for here in (self.curr_recep, self.got_inventory_from_recep):
+            if f"move {knife} to {here}" in admissible_commands:
+                return f"move {knife} to {here}"
+        if self.curr_recep == self.got_inventory_from_recep and f"open {self.curr_recep}" in admissible_commands:
+            return f"open {self.curr_recep}"
+        return f"go to {self.got_inventory_from_recep}"
 
     def _find(self, sub_param: str, obs: str, last_action: str) -> str:
         if sub_param in self.obj_cls_to_receptacle_map:
@@ -460,9 +495,14 @@ class HandCodedExpert:
 
     def check_subgoal_completion(self, admissible_commands: Sequence[str]) -> int:
         obj, parent = self.task_params["object_target"], self.task_params["parent_target"]
+        if self.sliced_task and not self.facts.any_sliced_of_class(obj):
+            return self._slicing_subgoal(obj, admissible_commands)
         admissible_wo_num_ids, is_obj_in_obs, can_take_object = self._common_predicates(obj, admissible_commands)
+        if self.sliced_task:
+            self.is_agent_holding_right_object = self.facts.holds_class(obj, sliced_only=True)
         holding = self.is_agent_holding_right_object
         n = len(self.subgoals)
+        first = _SLICING_SUBGOAL_COUNT if self.sliced_task else 0  # the task's own subgoals start here
         if self.task_type == "look_at_obj_in_light":
             can_toggle_lamp = f"use {self.task_params['toggle_target']}" in admissible_wo_num_ids
             if holding and can_toggle_lamp:
@@ -471,7 +511,7 @@ class HandCodedExpert:
                 return n - 2
             if can_take_object and is_obj_in_obs:
                 return n - 3
-            return 0
+            return first
         at_right_recep = parent in self.curr_recep
         can_put_object = f"move {obj} to {parent}" in admissible_wo_num_ids
         if self.task_type == "pick_and_place_simple":
@@ -481,7 +521,7 @@ class HandCodedExpert:
                 return n - 2
             if can_take_object and is_obj_in_obs:
                 return n - 3
-            return 0
+            return first
         if self.task_type == "pick_two_obj_and_place":
             placed = self.facts.in_receptacle_of_classes(obj, parent)
             one_inside = len(placed) > 0
@@ -501,7 +541,7 @@ class HandCodedExpert:
                 return n - 6
             if can_take_object and is_obj_in_obs:
                 return n - 7
-            return 0
+            return first
         # clean / heat / cool
         verb, appliance, done_set = {
             "pick_clean_then_place_in_recep": ("clean", "sinkbasin", self.facts.clean),
@@ -520,10 +560,42 @@ class HandCodedExpert:
             return n - 4
         if can_take_object and is_obj_in_obs:
             return n - 5
+        return first
+
+
+    def _slicing_subgoal(self, obj: str, admissible_commands: Sequence[str]) -> int:
+        """Index into :func:`_slicing_subgoals` (find knife, take it, find ``obj``, slice it)."""
+        admissible_wo_num_ids, knife_in_obs, can_take_knife = self._common_predicates(_KNIFE, admissible_commands)
+        obs_at_curr_recep = self.obs_at_recep.get(self.curr_recep, "")
+        is_obj_in_obs = "you see" in obs_at_curr_recep and f" {obj} " in obs_at_curr_recep
+        holding_knife = self.is_agent_holding_right_object  # holds a knife: the right object for now
+        if holding_knife and is_obj_in_obs and f"slice {obj} with {_KNIFE}" in admissible_wo_num_ids:
+            return 3
+        if holding_knife:
+            return 2
+        if can_take_knife and knife_in_obs:
+            return 1
         return 0
 
+#: The knife class a sliced task's expert fetches (a butter knife slices too, but the expert looks for a knife).
+_KNIFE = "knife"
 
-def _subgoals(task_type: str, params: Mapping[str, str]) -> list[tuple[str, str]]:
+
+def _slicing_subgoals(obj: str) -> list[tuple[str, str]]:
+    """ALFRED's plan prefix of a sliced task: get a knife and slice the object where it lies."""
+    return [("find", _KNIFE), ("take", _KNIFE), ("find", obj), ("slice", obj)]
+
+
+_SLICING_SUBGOAL_COUNT = 4  # _slicing_subgoals' length: a sliced task's own subgoals start there
+
+
+def _subgoals(task_type: str, params: Mapping[str, Any]) -> list[tuple[str, str]]:
+    if params.get("object_sliced"):
+        return _slicing_subgoals(params["object_target"]) + _task_subgoals(task_type, params)
+    return _task_subgoals(task_type, params)
+
+
+def _task_subgoals(task_type: str, params: Mapping[str, Any]) -> list[tuple[str, str]]:
     obj, parent, toggle = params["object_target"], params["parent_target"], params.get("toggle_target", "")
     place = [("find", obj), ("take", obj), ("find", parent), ("put", parent)]
     if task_type == "pick_and_place_simple":

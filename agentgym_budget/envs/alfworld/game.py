@@ -70,7 +70,12 @@ class AlfredGame:
         object_target / parent_target / toggle_target: ALFRED ``pddl_params`` as the handcoded
             expert uses them (lower-case class names, e.g. ``"apple"``, ``"fridge"``,
             ``"desklamp"``; ``""`` when unused).
+        object_sliced: ALFRED's ``pddl_params["object_sliced"]``: the goal wants the object
+            sliced (``slice X with knife N`` first; upstream's task dirs say ``AppleSliced``).
         walkthrough: a winning command sequence when known (the expert's), else ``None``.
+        expert_plan_len: how many actions the expert needed to win (the walkthrough's length
+            when the generator's check found one), else ``None``; records without it read as
+            the walkthrough's length.
     """
 
     id: str
@@ -82,19 +87,24 @@ class AlfredGame:
     parent_target: str
     toggle_target: str = ""
     walkthrough: tuple[str, ...] | None = None
+    object_sliced: bool = False
+    expert_plan_len: int | None = None
 
     def __post_init__(self) -> None:
         if self.task_type not in TASK_TYPES.values():
             raise ValueError(f"unknown ALFWorld task_type {self.task_type!r}; expected one of {list(TASK_TYPES.values())}")
+        if self.expert_plan_len is None and self.walkthrough is not None:
+            object.__setattr__(self, "expert_plan_len", len(self.walkthrough))  # older records lack the field
 
     @property
-    def task_params(self) -> dict[str, str]:
+    def task_params(self) -> dict[str, Any]:
         """The expert's task parameters (``HandCodedAgent.reset``'s ``task_params``)."""
         return {
             "task_type": self.task_type,
             "object_target": self.object_target,
             "parent_target": self.parent_target,
             "toggle_target": self.toggle_target,
+            "object_sliced": self.object_sliced,
         }
 
     def to_tw_pddl(self) -> dict[str, Any]:
@@ -183,8 +193,15 @@ def load_games(
     split: str = "train",
     task_types: Iterable[int | str] | None = None,
     data_dir: str | os.PathLike[str] | None = None,
+    max_plan_len: int | None = None,
+    include_sliced: bool = True,
 ) -> list[AlfredGame]:
     """The games of ``split``, filtered to ``task_types`` (names or ids 1..6; ``None`` = all).
+
+    ``max_plan_len`` keeps only the games whose expert plan (:attr:`AlfredGame.expert_plan_len`)
+    is at most that long (games with no known plan length are left out then);
+    ``include_sliced=False`` leaves out the sliced-object tasks, as upstream's released game set
+    does (its ``collect_game_files`` skips ``Sliced`` task dirs).
 
     ``data_dir`` is upstream's data folder (the one ``alfworld-download`` fills, holding
     ``json_2.1.1/<split>``) or a ``json_2.1.1`` folder itself; the games are then read with
@@ -195,6 +212,21 @@ def load_games(
     """
     _check_split(split)
     names = resolve_task_types(task_types)
+    _check_max_plan_len(max_plan_len)
+    games = _load_split(split, names, data_dir)
+    return [
+        game for game in games
+        if (include_sliced or not game.object_sliced)
+        and (max_plan_len is None or (game.expert_plan_len is not None and game.expert_plan_len <= max_plan_len))
+    ]
+
+
+def _check_max_plan_len(max_plan_len: int | None) -> None:
+    if max_plan_len is not None and (isinstance(max_plan_len, bool) or not isinstance(max_plan_len, int) or max_plan_len < 1):
+        raise ValueError(f"max_plan_len must be None or a positive int (expert actions), got {max_plan_len!r}")
+
+
+def _load_split(split: str, names: tuple[str, ...], data_dir: str | os.PathLike[str] | None) -> list[AlfredGame]:
     if data_dir is not None:
         split_dir = _upstream_split_dir(Path(data_dir), split)
         if split_dir is None:
@@ -290,6 +322,7 @@ def _game_from_upstream(game_id: str, split: str, traj: dict[str, Any], gamedata
         parent_target=str(params.get("parent_target") or "").lower(),
         toggle_target=str(params.get("toggle_target") or "").lower(),
         walkthrough=tuple(walkthrough) if walkthrough else None,
+        object_sliced=bool(params.get("object_sliced")),
     )
 
 

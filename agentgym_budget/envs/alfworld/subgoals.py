@@ -4,6 +4,8 @@ Example:
     >>> from agentgym_budget.envs.alfworld.subgoals import alfworld_subgoals
     >>> alfworld_subgoals("You heat the apple 1 using the microwave 1.", "", {"task": "put a hot apple in fridge"})
     ['heat apple 1']
+    >>> alfworld_subgoals("You sliced the apple 1 with the knife 1.", "", {"task": "put a hot slice of apple in fridge"})
+    ['slice apple 1']
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ _ALFWORLD_EVENTS: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("cool", re.compile(r"You cool the ([\w ]+?) using the")),
     ("clean", re.compile(r"You clean the ([\w ]+?) using the")),
     ("turn on", re.compile(r"You turn on the ([\w ]+?)\.")),
+    ("slice", re.compile(r"You sliced the ([\w ]+?) with the")),
     ("put", re.compile(r"You (?:move the ([\w ]+?) to|put the ([\w ]+?) (?:in|on|in/on)) the ([\w ]+?)\.")),
 )
 
