@@ -128,6 +128,7 @@ class ALFWorldEnv(TextEnv):
         expert_seed = int(self.np_random.integers(2**63))
         step = self.engine.reset(self.game)
         self._won = step.won
+        self._close_experts()
         self._expert = self._start_expert(self.expert_type, expert_seed, step)
         if self.expert_type == "fixed":
             self._reference = self._expert
@@ -154,6 +155,7 @@ class ALFWorldEnv(TextEnv):
         return step.observation, reward, step.won, info
 
     def close(self) -> None:
+        self._close_experts()
         self.engine.close()
         super().close()
 
@@ -166,6 +168,11 @@ class ALFWorldEnv(TextEnv):
         if isinstance(task, bool) or not isinstance(task, int) or not 0 <= task < len(self.games):
             raise ValueError(f"options['task'] must be a game id or an index in [0, {len(self.games)}), got {task!r}")
         return task
+
+    def _close_experts(self) -> None:
+        for expert in (self._expert, self._reference):
+            if expert is not None:
+                expert.close()
 
     def _plans_roll_out(self) -> bool:
         """Whether plans are rollouts (longer than the next action): a horizon and a copyable engine."""
@@ -213,6 +220,9 @@ class _ExpertTrack:
         self.keeps_through_refusals = keeps_through_refusals
         self.plan: list[str] = [action]
         self.plan_wins = False  # whether ``plan`` ends with the winning action
+        # A plan cut at the horizon: the engine copy and expert twin that rolled it out (the copy's
+        # state is just before plan[-1]), so following the plan costs one more step, not a rollout.
+        self._ahead: tuple[CloneableAlfredEngine, HandCodedExpert] | None = None
 
     def follow(self, action: str, step: EngineStep) -> bool:
         """Move the expert past the agent's ``action`` (False: a refused turn left it as it was)."""
@@ -225,27 +235,43 @@ class _ExpertTrack:
     def replan(self, action: str, won: bool, engine: AlfredEngine, horizon: int) -> None:
         """The plan after ``action``: the rest of the current one when the agent followed it."""
         plan = self.plan
-        if self.plan_wins and not won and len(plan) > 1 and action == plan[0] and plan[1] == self.action:
-            # Engine and expert are deterministic: a new rollout would replay plan[1:] exactly.
+        if not won and len(plan) > 1 and action == plan[0] and plan[1] == self.action:
+            # Engine and expert are deterministic: a new rollout would replay plan[1:] exactly
+            # (and, for a plan cut at the horizon, one action further).
             self.plan = plan[1:]
+            if not self.plan_wins:
+                self._play_ahead(horizon)
             return
         self.roll_out(engine, horizon, won)
 
     def roll_out(self, engine: AlfredEngine, horizon: int, won: bool) -> None:
         """The plan: the expert's rollout from the current state on a copy of ``engine``, up to
         ``horizon`` actions or the winning one (just the next action when the engine cannot be copied)."""
-        plan, self.plan_wins = [self.action], False
-        self.plan = plan
+        self.close()
+        self.plan, self.plan_wins = [self.action], False
         if horizon == 1 or won or not isinstance(engine, CloneableAlfredEngine):
             return
-        copy, expert = engine.clone(), self.expert.clone()
+        self._ahead = (engine.clone(), self.expert.clone())
+        self._play_ahead(horizon)
+
+    def _play_ahead(self, horizon: int) -> None:
+        """Extend the plan on the copy until it wins (the copy is then dropped) or has ``horizon`` actions."""
+        assert self._ahead is not None
+        engine, expert = self._ahead
+        plan = self.plan
         while len(plan) < horizon:
-            step = copy.step(plan[-1])
+            step = engine.step(plan[-1])
             if step.won:
                 self.plan_wins = True
-                break
+                self.close()
+                return
             plan.append(_reported_action(expert, plan[-1], step))
-        copy.close()
+
+    def close(self) -> None:
+        """Drop the engine copy, if any."""
+        if self._ahead is not None:
+            self._ahead[0].close()
+            self._ahead = None
 
 
 def _reported_action(expert: HandCodedExpert, action: str, step: EngineStep) -> str:
