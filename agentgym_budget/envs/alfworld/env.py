@@ -143,7 +143,7 @@ class ALFWorldEnv(TextEnv):
         step = self.engine.step(action)
         reward = 1.0 if step.won and not self._won else 0.0
         self._won = step.won
-        for expert in {id(e): e for e in (self._expert, self._reference) if e is not None}.values():
+        for expert in self._experts():
             if expert.follow(action, step):
                 expert.replan(action, step.won, self.engine, self.expert_plan_horizon)
         info = self._info(step)
@@ -169,10 +169,16 @@ class ALFWorldEnv(TextEnv):
             raise ValueError(f"options['task'] must be a game id or an index in [0, {len(self.games)}), got {task!r}")
         return task
 
+    def _experts(self) -> list[_ExpertTrack]:
+        """The experts following the episode: the reported one, and the reference unless it is the same."""
+        experts = [self._expert] if self._expert is not None else []
+        if self._reference is not None and self._reference is not self._expert:
+            experts.append(self._reference)
+        return experts
+
     def _close_experts(self) -> None:
-        for expert in (self._expert, self._reference):
-            if expert is not None:
-                expert.close()
+        for expert in self._experts():
+            expert.close()
 
     def _plans_roll_out(self) -> bool:
         """Whether plans are rollouts (longer than the next action): a horizon and a copyable engine."""
