@@ -55,7 +55,7 @@ def main() -> None:
     for _ in range(args.rounds):  # alternated, best of each: a shared machine's load hits both alike
         for name, keep in (("without", False), ("with", True)):
             start = time.process_time()  # CPU seconds: less swayed by other jobs than wall time
-            result = evaluate(args.env, "noisy-expert", out=work / name, transcripts=keep, **grid)
+            result = evaluate(args.env, "noisy-expert", out=work / name, transcripts=keep, overwrite=True, **grid)
             seconds[name].append(time.process_time() - start)
             result.save(work / name)
     turns = result.timing["steps"]

@@ -91,6 +91,40 @@ def test_upstream_expert_fails_most_pick_two_tasks_like_upstream_and_wins_the_re
     assert sum(wins[True]) / len(wins[True]) < 0.5
 
 
+def test_the_default_expert_is_upstreams() -> None:
+    assert ALFWorldEnv(split="valid_seen", **FAST).expert_type == "upstream"
+    assert gym.make("ALFWorld-v0", split="valid_seen", **FAST).unwrapped.expert_type == "upstream"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_plan_length_and_action_effect_come_from_the_fixed_reference_whatever_the_expert_type(seed: int) -> None:
+    """``expert_type`` changes ``expert_action`` / ``expert_plan`` only: the same turns get the same
+    ``expert_plan_length`` and ``action_effect``, and pick-two games (which upstream's expert mostly
+    loses) keep a known, winning reference plan."""
+    import random
+
+    envs = {expert_type: ALFWorldEnv(split="valid_unseen", task_types=["pick_two_obj_and_place"],
+                                     expert_plan_horizon=100, expert_type=expert_type, **FAST)
+            for expert_type in ("upstream", "fixed")}
+    infos = {expert_type: env.reset(seed=seed)[1] for expert_type, env in envs.items()}
+    rng = random.Random(seed)
+    known = plans_differ = 0
+    for turn in range(40):
+        upstream, fixed = infos["upstream"], infos["fixed"]
+        assert upstream["expert_plan_length"] == fixed["expert_plan_length"], turn
+        known += fixed["expert_plan_length"] is not None
+        plans_differ += upstream["expert_plan"] != fixed["expert_plan"]
+        roll = rng.random()
+        action = (upstream["expert_action"] if roll < 0.4 else fixed["expert_action"] if roll < 0.8
+                  else rng.choice(fixed["admissible_commands"]) if roll < 0.95 else "xyzzy")
+        steps = {expert_type: env.step(action) for expert_type, env in envs.items()}
+        infos = {expert_type: step[-1] for expert_type, step in steps.items()}
+        assert infos["upstream"]["action_effect"] == infos["fixed"]["action_effect"], (turn, action)
+        if steps["fixed"][2]:
+            break
+    assert known >= 0.9 * (turn + 1) and plans_differ > 0
+
+
 @pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
 def test_stored_walkthroughs_win_on_their_last_step(split: str) -> None:
     env = ALFWorldEnv(split=split, **FAST)
@@ -215,34 +249,39 @@ def test_expert_plan_rolls_out_to_the_win_on_a_copyable_engine() -> None:
     assert reward == 1.0
 
 
-def _fresh_rollout(env: ALFWorldEnv, horizon: int) -> list[str]:
-    """The expert's plan recomputed from scratch (deep copies: the env's cache and clones are not used)."""
+def _fresh_rollout(env: ALFWorldEnv, expert) -> tuple[list[str], bool]:
+    """An expert's plan recomputed from scratch (deep copies: the env's cache and clones are not used),
+    and whether it wins."""
     import copy
 
-    plan, engine, expert = [env._expert_action], env.engine.clone(), copy.deepcopy(env._expert)
-    while len(plan) < horizon:
+    plan, engine, twin = [expert.action], env.engine.clone(), copy.deepcopy(expert.expert)
+    while len(plan) < env.expert_plan_horizon:
         step = engine.step(plan[-1])
         if step.won:
-            break
-        plan.append(ALFWorldEnv._advance_expert(expert, plan[-1], step))
-    return plan
+            return plan, True
+        plan.append(twin.reported_action(plan[-1], step.observation, step.admissible_commands))
+    return plan, False
 
 
+@pytest.mark.parametrize("expert_type", ["upstream", "fixed"])
 @pytest.mark.parametrize("horizon", [6, 40])  # 6: plans cut short, whose tails must not be reused
 @pytest.mark.parametrize("seed", range(4))
-def test_expert_plans_equal_a_fresh_rollout_at_every_turn(seed: int, horizon: int) -> None:
-    """Reusing the plan's tail when the agent follows it, and the cheap expert clone, change nothing."""
+def test_expert_plans_equal_a_fresh_rollout_at_every_turn(seed: int, horizon: int, expert_type: str) -> None:
+    """Reusing the plan's tail when the agent follows it, and the cheap expert clone, change nothing:
+    ``expert_plan`` is the reporting expert's rollout, ``expert_plan_length`` the fixed reference's."""
     import random
 
-    env = ALFWorldEnv(split="valid_seen", expert_plan_horizon=horizon, **FAST)
+    env = ALFWorldEnv(split="valid_seen", expert_plan_horizon=horizon, expert_type=expert_type, **FAST)
     rng = random.Random(seed)
     _, info = env.reset(seed=seed)
     for _ in range(40):
-        assert info["expert_plan"] == _fresh_rollout(env, horizon)
+        assert info["expert_plan"] == _fresh_rollout(env, env._expert)[0]
+        reference, wins = _fresh_rollout(env, env._reference)
+        assert info["expert_plan_length"] == (len(reference) if wins else None)
         follow = rng.random() < 0.7
         _, _, terminated, _, info = env.step(info["expert_action"] if follow else rng.choice(info["admissible_commands"]))
         if terminated:
-            assert info["expert_plan"] == [info["expert_action"]]
+            assert info["expert_plan"] == [info["expert_action"]] and info["expert_plan_length"] == 0
             break
 
 

@@ -213,10 +213,6 @@ def unseen_rooms():
     return {int(g.id.split("/")[0].rsplit("-", 1)[1]): g for g in games}
 
 
-def _init(pddl: str) -> str:
-    return pddl[pddl.index("(:init") : pddl.index("(:goal")]
-
-
 def _receptacles(pddl: str) -> dict[str, str]:
     """Receptacle id -> type of a problem."""
     return dict(re.findall(r"\(receptacleType (\S+) (\S+)Type\)", _init(pddl)))
@@ -245,7 +241,7 @@ def test_every_receptacle_has_its_own_location(unseen_rooms) -> None:
 
 
 def test_kitchens_are_as_cluttered_as_upstreams(unseen_rooms) -> None:
-    pairs = _in_receptacle_types(unseen_rooms[10].pddl_problem)
+    pairs = _in_receptacle(unseen_rooms[10].pddl_problem)
     per_receptacle = re.findall(r"\(inReceptacle \S+ (\S+)\)", _init(unseen_rooms[10].pddl_problem))
     assert len(pairs) >= 40  # 1..3 instances of each pickupable type (ALFRED's MAX_NUM_OF_OBJ_INSTANCES)
     assert max(per_receptacle.count(r) for r in set(per_receptacle)) >= 10  # countertops collect most

@@ -71,7 +71,7 @@ def test_env_reports_the_upstream_experts_action_after_every_command_empty_and_r
     empty_seen = replanned_after_refusal = 0
     for seed in range(8):
         _, info = env.reset(seed=seed)
-        twin = env._expert.clone()  # replays the env's expert from the same state
+        twin = env._expert.expert.clone()  # replays the env's expert from the same state
         for _ in range(40):
             roll, before = rng.random(), info["expert_action"]
             # upstream's bookkeeping takes "go to R" for a move to R even when the game refuses it

@@ -72,7 +72,7 @@ def test_invalid_actions_are_charged_in_episodes_that_end_in_a_win_or_a_loss():
 @pytest.mark.slow
 def test_scripted_alfworld_episode_ranks_win_over_progress_over_nothing():
     config = TrainConfig(env_id="ALFWorld-v0", budget="fixed:60", process_reward="expert_progress",
-                         env_kwargs={"expert_plan_horizon": 100})
+                         env_kwargs={"expert_plan_horizon": 100, "expert_type": "fixed"})  # a plan that wins
     env = make_train_env(config)
     _, info = env.reset(seed=3)
     plan = list(info["expert_plan"])

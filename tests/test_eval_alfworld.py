@@ -39,9 +39,13 @@ def test_small_grid_on_alfworld_rises_with_k_and_t() -> None:
     assert result.metrics["decision_quality"]["turns"] > 0
 
 
-def test_expert_solves_alfworld_within_fifty_turns() -> None:
-    result = evaluate(ENV_ID, "expert", ks=(1,), ts=(50,), tasks=4, attempts=1, bootstrap=0, env_kwargs=FAST)
-    assert result.value(1, 50) >= 0.75
+def test_fixed_expert_solves_alfworld_within_fifty_turns_and_upstreams_default_loses_pick_two() -> None:
+    grid = dict(ks=(1,), ts=(50,), tasks=12, attempts=1, bootstrap=0)
+    fixed = evaluate(ENV_ID, "expert", env_kwargs={**FAST, "expert_type": "fixed"}, **grid)
+    default = evaluate(ENV_ID, "expert", env_kwargs=FAST, **grid)
+    assert fixed.value(1, 50) == 1.0
+    lost = [game for game, won in zip(default.task_games, default.successes[-1]) if not won]
+    assert lost and all(game.startswith("pick_two_obj_and_place") for game in lost), lost
 
 
 @pytest.mark.slow

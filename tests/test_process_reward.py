@@ -221,10 +221,12 @@ def test_registered_env_passes_the_env_checker_with_process_reward() -> None:
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_alfworld_subgoal_detector_on_real_expert_episodes(seed: int) -> None:
-    """On the embedded ALFWorld (fast engine), the registered detector sees the expert's subgoals."""
+    """On the embedded ALFWorld (fast engine), the registered detector sees the expert's subgoals
+    (the fixed expert's: it wins every game, upstream's default loses most pick-two ones)."""
     import re
 
-    env = ProcessReward(gym.make("ALFWorld-v0", engine="fast", split="valid_seen"), "subgoal", potential_based=False)
+    env = ProcessReward(gym.make("ALFWorld-v0", engine="fast", split="valid_seen", expert_type="fixed"), "subgoal",
+                        potential_based=False)
     obs, info = env.reset(seed=seed)
     events = []
     for _ in range(50):

@@ -4,15 +4,16 @@ This is upstream ALFWorld's ``HandCodedTWAgent`` (``alfworld/agents/expert/handc
 and ``handcoded_expert_tw.py``, alfworld 0.4.2, MIT licence, (c) 2020 Mohit Shridhar and
 others), driven the way ``AlfredExpert`` drives it.  Two behaviours (:data:`EXPERT_TYPES`):
 
-* ``"upstream"``: upstream's next action exactly, bugs included, so results
-  compare with published numbers.  Checked action for action against upstream's
+* ``"upstream"`` (:class:`~agentgym_budget.envs.alfworld.env.ALFWorldEnv`'s default): upstream's
+  next action exactly, bugs included, so results compare with published numbers.  Checked action for action against upstream's
   ``AlfredExpert`` on the real engine (``benchmarks/alfworld_equivalence.py``).
 * ``"fixed"``: upstream's bookkeeping looks for ``put`` in the last command, but ALFWorld
   >= 0.4 (json_2.1.2 grammar) says ``move X to R``, so upstream's expert never drops a placed
   object from its inventory and then tries to move the first object again in pick-two tasks;
-  ``"fixed"`` (the default) drops it.  It also starts from no facts (objects already lying in a goal-type
-  receptacle are taken out and put back, where upstream examines them again and again), and the env keeps
-  its action through turns the game refuses (see :class:`~agentgym_budget.envs.alfworld.env.ALFWorldEnv`).
+  ``"fixed"`` (this class's default) drops it.  It also starts from no facts (objects already lying in a
+  goal-type receptacle are taken out and put back, where upstream examines them again and again), and the
+  env keeps its action through turns the game refuses.  It wins every bundled game, so the env always
+  runs it as the reference behind ``expert_plan_length`` (see :class:`~agentgym_budget.envs.alfworld.env.ALFWorldEnv`).
 
 What stays different from upstream in both modes:
 
@@ -72,7 +73,7 @@ from typing import Any
 
 __all__ = ["EXPERT_TYPES", "ExpertFailed", "HandCodedExpert", "expert_priors", "start_facts"]
 
-#: ``"upstream"``: upstream ``AlfredExpert``'s actions exactly; ``"fixed"`` (the default): see the module docstring.
+#: ``"upstream"``: upstream ``AlfredExpert``'s actions exactly (the env's default); ``"fixed"``: see the module docstring.
 EXPERT_TYPES = ("upstream", "fixed")
 #: The facts upstream's expert reads, by predicate: ``holds`` (object), ``ishot`` / ``iscool`` /
 #: ``isclean`` (object) and ``inreceptacle`` (object, receptacle), as display names ("apple 1").
