@@ -179,6 +179,12 @@ def test_check_and_apply_drop_unsolved_games_and_record_engines(tmp_path, genera
     assert summary["expert_plan_len"] == {"min": 1, "median": 1, "max": 1}
     old_record = {k: v for k, v in kept[0].to_record().items() if k not in ("expert_plan_len", "object_sliced")}
     assert AlfredGame.from_record(old_record) == kept[0]  # records written before these fields read the same
+    # the first apply wrote the 3 kept games over the split: applying again keeps the first 2
+    cut = apply_checks(tmp_path, "valid_seen", [fast, real], seed=0, out_dir=tmp_path / "cut", keep=2)
+    assert cut["generated"] == 3 and cut["games"] == 2 and cut["surplus_dropped"] == 1 and cut["unsolvable_dropped"] == 0
+    assert [g.id for g in _read_split(tmp_path / "cut" / "valid_seen.jsonl.xz", "valid_seen")] == [g.id for g in kept[:2]]
+    with pytest.raises(ValueError, match="only 3 valid_seen games passed the check, fewer than keep=4"):
+        apply_checks(tmp_path, "valid_seen", [fast, real], seed=0, out_dir=tmp_path / "cut", keep=4)
 
 
 @pytest.mark.slow

@@ -581,8 +581,13 @@ def check_split(games_dir: Path, split: str, engine_name: str, limit: int | None
             out.flush()
 
 
-def apply_checks(games_dir: Path, split: str, progress_files: Sequence[Path], seed: int, out_dir: Path | None = None) -> dict[str, Any]:
+def apply_checks(
+    games_dir: Path, split: str, progress_files: Sequence[Path], seed: int, out_dir: Path | None = None, keep: int | None = None
+) -> dict[str, Any]:
     """Keep the games the expert won on every engine that checked them; store its walkthrough.
+
+    ``keep``: write only the first ``keep`` of those (generate a few more than a split's target
+    size, since some games are dropped, and cut to the size here).
 
     Writes ``<out_dir>/<split>.jsonl.xz`` and the split's entry of ``<out_dir>/manifest.json``:
     counts per task type, how many games each engine checked, and on how many games checked by
@@ -604,12 +609,17 @@ def apply_checks(games_dir: Path, split: str, progress_files: Sequence[Path], se
             kept.append(dataclasses.replace(game, walkthrough=walkthrough, expert_plan_len=len(walkthrough)))
         elif not found:
             kept.append(game)  # unchecked: kept, and counted as such in the manifest
+    solvable = len(kept)
+    if keep is not None and solvable < keep:
+        raise ValueError(f"only {solvable} {split} games passed the check, fewer than keep={keep}; generate more")
+    kept = kept[:keep]
     write_split(kept, out_dir / f"{split}.jsonl.xz")
     summary = {
         "generated": len(games),
         "checked_by_engine": {engine: sum(g.id in by_id for g in games) for engine, by_id in sorted(results.items())},
         "engine_disagreements": disagreements,
-        "unsolvable_dropped": len(games) - len(kept),
+        "unsolvable_dropped": len(games) - solvable,
+        "surplus_dropped": solvable - len(kept),
         "games": len(kept),
         "per_task_type": {t: sum(g.task_type == t for g in kept) for t in TASK_TYPES.values()},
         "floor_plans": sorted({int(g.id.split("/")[0].rsplit("-", 1)[1]) for g in kept}),
@@ -664,6 +674,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     apply.add_argument("--progress", type=Path, nargs="+", required=True)
     apply.add_argument("--seed", type=int, default=0)
     apply.add_argument("--out", type=Path, default=None, help="folder to write to (default: --games)")
+    apply.add_argument("--keep", type=int, default=None, help="write only the first KEEP games that passed the check")
     args = parser.parse_args(argv)
     if args.command == "generate":
         for split, count in (("train", args.train), ("valid_seen", args.valid_seen), ("valid_unseen", args.valid_unseen)):
@@ -673,7 +684,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     elif args.command == "check":
         check_split(args.games, args.split, args.engine, args.limit, args.progress)
     else:
-        print(json.dumps(apply_checks(args.games, args.split, args.progress, args.seed, args.out), indent=1))
+        print(json.dumps(apply_checks(args.games, args.split, args.progress, args.seed, args.out, args.keep), indent=1))
 
 
 if __name__ == "__main__":

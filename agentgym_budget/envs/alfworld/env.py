@@ -83,20 +83,14 @@ class ALFWorldEnv(TextEnv):
             ``"textworld"`` (the real engine, extra ``alfworld``), or an engine object.
         data_dir: an upstream ``json_2.1.1`` folder to play instead of the bundled games
             (default: the ``ALFWORLD_DATA`` environment variable, else the bundled games).
-<<<<<<< HEAD
-        expert_plan_horizon: length of ``info["expert_plan"]`` when the engine can be copied.
-        expert_type: ``"fixed"`` (the default, see the module docstring) or ``"upstream"``
-            (upstream's expert action exactly).
-        max_plan_len: play only games the expert wins in at most this many actions
-            (:attr:`~agentgym_budget.envs.alfworld.game.AlfredGame.expert_plan_len`; ``None`` = all).
-        include_sliced: ``False`` leaves out the sliced-object tasks (upstream's released games have none).
-=======
         expert_plan_horizon: the longest rollout (``info["expert_plan"]`` and the reference plan
             behind ``info["expert_plan_length"]``) when the engine can be copied.
         expert_type: ``"upstream"`` (the default: upstream's expert action exactly, bugs
             included) or ``"fixed"``; it picks ``expert_action`` / ``expert_plan`` only (see
             the module docstring).
->>>>>>> expert-default
+        max_plan_len: play only games the expert wins in at most this many actions
+            (:attr:`~agentgym_budget.envs.alfworld.game.AlfredGame.expert_plan_len`; ``None`` = all).
+        include_sliced: ``False`` leaves out the sliced-object tasks (upstream's released games have none).
         render_mode: ``None``, ``"ansi"`` or ``"human"``.
     """
 
@@ -108,13 +102,9 @@ class ALFWorldEnv(TextEnv):
         data_dir: str | os.PathLike[str] | None = None,
         expert_plan_horizon: int = 1,
         render_mode: str | None = None,
-<<<<<<< HEAD
-        expert_type: str = "fixed",
+        expert_type: str = "upstream",
         max_plan_len: int | None = None,
         include_sliced: bool = True,
-=======
-        expert_type: str = "upstream",
->>>>>>> expert-default
     ) -> None:
         super().__init__(render_mode=render_mode)
         if expert_plan_horizon < 1:
