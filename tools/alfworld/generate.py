@@ -546,7 +546,6 @@ def expert_walkthrough(game: AlfredGame, engine: Any, max_turns: int = EXPERT_MA
     The expert is played exactly as an agent following ``info["expert_action"]`` would play it
     (its first action is upstream's ``"look"``), seeded from the game id.
     """
-    from agentgym_budget.envs.alfworld.env import ALFWorldEnv
     from agentgym_budget.envs.alfworld.expert import HandCodedExpert
 
     expert = HandCodedExpert(game.task_params, random.Random(game.id), expert_type="fixed")  # as bundled
@@ -558,7 +557,7 @@ def expert_walkthrough(game: AlfredGame, engine: Any, max_turns: int = EXPERT_MA
         actions.append(action)
         if step.won:
             return tuple(actions)
-        action = ALFWorldEnv._advance_expert(expert, action, step)
+        action = expert.reported_action(action, step.observation, step.admissible_commands)
     return None
 
 
