@@ -70,25 +70,28 @@ def test_valid_unseen_rooms_are_never_seen_in_train() -> None:
 
 
 @pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
-def test_fixed_expert_wins_at_least_99_percent_of_eval_games_within_50_turns(split: str) -> None:
+def test_fixed_expert_wins_at_least_99_percent_of_eval_games_within_upstreams_200_steps(split: str) -> None:
     env = ALFWorldEnv(split=split, expert_type="fixed", **FAST)
     wins = 0
-    for index in range(len(env.games)):
-        _, rewards, info = play_expert(env, options={"task": index}, seed=index)
+    for index in range(len(env.games)):  # seeded unlike the bundle's check (game id), so not always its plan
+        _, rewards, info = play_expert(env, max_turns=200, options={"task": index}, seed=index)
         wins += info["won"]
         assert rewards.count(1.0) == int(info["won"]) and sum(rewards) == float(info["won"])
     assert wins / len(env.games) >= 0.99, f"{wins}/{len(env.games)}"
 
 
-def test_upstream_expert_fails_most_pick_two_tasks_like_upstream_and_wins_the_rest() -> None:
-    """Upstream's ``move`` bookkeeping bug (``expert_type="upstream"`` keeps it): measured 3/20 pick-two wins here."""
+def test_upstream_expert_loses_most_pick_two_and_sliced_tasks_like_upstream_and_wins_the_rest() -> None:
+    """Upstream's ``move`` bookkeeping bug (``expert_type="upstream"`` keeps it) keeps a placed object
+    (or the knife) in its inventory: measured on valid_unseen 12/21 pick-two wins, 0/18 sliced, all the rest."""
     env = ALFWorldEnv(split="valid_unseen", expert_type="upstream", **FAST)
-    wins: dict[bool, list[bool]] = {True: [], False: []}
+    wins: dict[str, list[bool]] = {"pick two": [], "sliced": [], "rest": []}
     for index, game in enumerate(env.games):
-        _, _, info = play_expert(env, options={"task": index}, seed=index)
-        wins[game.task_type == "pick_two_obj_and_place"].append(info["won"])
-    assert sum(wins[False]) / len(wins[False]) >= 0.99
-    assert sum(wins[True]) / len(wins[True]) < 0.5
+        _, _, info = play_expert(env, max_turns=200, options={"task": index}, seed=index)
+        kind = "pick two" if game.task_type == "pick_two_obj_and_place" else "sliced" if game.object_sliced else "rest"
+        wins[kind].append(info["won"])
+    assert sum(wins["rest"]) / len(wins["rest"]) >= 0.99
+    assert sum(wins["pick two"]) / len(wins["pick two"]) < 0.75
+    assert sum(wins["sliced"]) / len(wins["sliced"]) < 0.25
 
 
 def test_the_default_expert_is_upstreams() -> None:
@@ -96,16 +99,23 @@ def test_the_default_expert_is_upstreams() -> None:
     assert gym.make("ALFWorld-v0", split="valid_seen", **FAST).unwrapped.expert_type == "upstream"
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_plan_length_and_action_effect_come_from_the_fixed_reference_whatever_the_expert_type(seed: int) -> None:
+def test_plan_length_and_action_effect_come_from_the_fixed_reference_whatever_the_expert_type() -> None:
     """``expert_type`` changes ``expert_action`` / ``expert_plan`` only: the same turns get the same
     ``expert_plan_length`` and ``action_effect``, and pick-two games (which upstream's expert mostly
     loses) keep a known, winning reference plan."""
-    import random
-
     envs = {expert_type: ALFWorldEnv(split="valid_unseen", task_types=["pick_two_obj_and_place"],
                                      expert_plan_horizon=100, expert_type=expert_type, **FAST)
             for expert_type in ("upstream", "fixed")}
+    plans_differ = 0
+    for seed in range(3):
+        plans_differ += _play_both_experts_side_by_side(envs, seed)
+    assert plans_differ > 0
+
+
+def _play_both_experts_side_by_side(envs: dict[str, ALFWorldEnv], seed: int) -> int:
+    """Mixed play on both envs: equal plan lengths and action effects each turn; turns whose plans differed."""
+    import random
+
     infos = {expert_type: env.reset(seed=seed)[1] for expert_type, env in envs.items()}
     rng = random.Random(seed)
     known = plans_differ = 0
@@ -122,7 +132,8 @@ def test_plan_length_and_action_effect_come_from_the_fixed_reference_whatever_th
         assert infos["upstream"]["action_effect"] == infos["fixed"]["action_effect"], (turn, action)
         if steps["fixed"][2]:
             break
-    assert known >= 0.9 * (turn + 1) and plans_differ > 0
+    assert known >= 0.9 * (turn + 1)
+    return plans_differ
 
 
 @pytest.mark.parametrize("split", ["valid_seen", "valid_unseen"])
@@ -224,17 +235,11 @@ def test_max_plan_len_keeps_the_games_the_expert_wins_within_it_and_rejects_bad_
         ALFWorldEnv(split="valid_seen", max_plan_len=1, **FAST)
 
 
-def test_include_sliced_false_leaves_out_the_sliced_tasks(monkeypatch: pytest.MonkeyPatch) -> None:
-    import dataclasses
-
-    from agentgym_budget.envs.alfworld import game as game_module
-
+def test_include_sliced_false_leaves_out_the_sliced_tasks() -> None:
     games = load_games("valid_seen")
-    mixed = (dataclasses.replace(games[0], object_sliced=True), *games[1:])
-    monkeypatch.setattr(game_module, "_bundled_split", lambda split: mixed)
-    assert load_games("valid_seen")[0].object_sliced
-    assert ALFWorldEnv(split="valid_seen", include_sliced=False, **FAST).games == list(mixed[1:])
-    assert mixed[0].task_params["object_sliced"] is True
+    sliced = [g for g in games if g.object_sliced]
+    assert sliced and all(g.task_params["object_sliced"] is True for g in sliced)
+    assert ALFWorldEnv(split="valid_seen", include_sliced=False, **FAST).games == [g for g in games if not g.object_sliced]
 
 
 def test_expert_plan_rolls_out_to_the_win_on_a_copyable_engine() -> None:
@@ -314,7 +319,7 @@ def upstream_dir(tmp_path):
     tmp_path = tmp_path / "json_2.1.1"
     games = load_games("valid_seen")
     simple = next(g for g in games if g.task_type == "pick_and_place_simple")
-    light = next(g for g in games if g.task_type == "look_at_obj_in_light")
+    light = next(g for g in games if g.task_type == "look_at_obj_in_light" and g.toggle_target == "desklamp")
     _write_trial(tmp_path, "valid_seen", "pick_and_place_simple-A-None-B-1", simple)
     _write_trial(tmp_path, "valid_seen", "look_at_obj_in_light-A-None-DeskLamp-301", light)
     _write_trial(tmp_path, "valid_seen", "pick_and_place_simple-C-None-D-2", simple, solvable=False)
