@@ -563,7 +563,6 @@ class HandCodedExpert:
             return n - 5
         return first
 
-
     def _slicing_subgoal(self, obj: str, admissible_commands: Sequence[str]) -> int:
         """Index into :func:`_slicing_subgoals` (find knife, take it, find ``obj``, slice it)."""
         admissible_wo_num_ids, knife_in_obs, can_take_knife = self._common_predicates(_KNIFE, admissible_commands)
@@ -577,6 +576,7 @@ class HandCodedExpert:
         if can_take_knife and knife_in_obs:
             return 1
         return 0
+
 
 #: The knife class a sliced task's expert fetches (a butter knife slices too, but the expert looks for a knife).
 _KNIFE = "knife"
