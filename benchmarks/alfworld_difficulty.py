@@ -1,0 +1,62 @@
+"""How hard the bundled ALFWorld split is: Pass@(K,T) of the scripted policies, one table.
+
+Runs ``expert`` (both expert types), ``noisy-expert`` and ``random`` on one split of
+``ALFWorld-Budget-v0`` (fast engine) and prints Pass@(1,T) and Pass@(8,T) for each, plus the
+split's plan lengths (the fixed expert's stored walkthroughs, checkouts before v2 included).  To compare two bundles, run it
+once per checkout with the same arguments, e.g. the bundle before generator v2::
+
+    python benchmarks/alfworld_difficulty.py
+    git worktree add /tmp/v1 24e8cad && PYTHONPATH=/tmp/v1 python benchmarks/alfworld_difficulty.py
+
+Tasks are env reset seeds ``seed .. seed+tasks-1`` (each draws one game of the split, so some
+games repeat and some are not drawn); the printed line says how many distinct games were played.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+import warnings
+
+import agentgym_budget  # noqa: F401  (registers the envs)
+from agentgym_budget.envs.alfworld.game import load_games
+from agentgym_budget.eval import evaluate
+
+#: (row label, policy, env kwargs): the expert types named, so older checkouts (default "fixed") run the same.
+ROWS = (
+    ("expert (upstream, default)", "expert", {"expert_type": "upstream"}),
+    ("expert (fixed)", "expert", {"expert_type": "fixed"}),
+    ("noisy-expert p=0.5 (upstream)", "noisy-expert", {"expert_type": "upstream"}),
+    ("random", "random", {}),
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--split", default="valid_unseen")
+    parser.add_argument("--tasks", type=int, default=134)
+    parser.add_argument("--attempts", type=int, default=8)
+    parser.add_argument("--t", default="10,20,30,50,100")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    ts = tuple(int(t) for t in args.t.split(","))
+    plans = [len(g.walkthrough) for g in load_games(args.split) if g.walkthrough]
+    print(f"{args.split}: {len(plans)} games; fixed expert's plan length min/median/max "
+          f"{min(plans)}/{statistics.median(plans)}/{max(plans)}")
+    cells = [f"({k},{t})" for k in (1, args.attempts) for t in ts]
+    print(f"| policy (Pass@(K,T)) | {' | '.join(cells)} | distinct games | s |")
+    for label, policy, env_kwargs in ROWS:
+        start = time.perf_counter()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # repeated games are expected with seeds as tasks (reported below)
+            result = evaluate("ALFWorld-Budget-v0", policy, ks=(1, args.attempts), ts=ts, tasks=args.tasks,
+                              attempts=args.attempts, seed=args.seed, bootstrap=0, plots=False,
+                              env_kwargs={"split": args.split, **env_kwargs})
+        one = " | ".join(f"{result.value(1, t):.3f}" for t in ts)
+        many = " | ".join(f"{result.value(args.attempts, t):.3f}" for t in ts)
+        print(f"| {label} | {one} | {many} | {len(set(result.task_games))} | {time.perf_counter() - start:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
