@@ -22,8 +22,12 @@ pytestmark = pytest.mark.skipif(
 
 
 def smallest_game(task_type: str, split: str = "valid_seen") -> AlfredGame:
-    """The game with the shortest PDDL problem: the quickest for Fast Downward to translate."""
-    return min((g for g in load_games(split) if g.task_type == task_type), key=lambda g: len(g.pddl_problem))
+    """The game with the shortest PDDL problem: the quickest for Fast Downward to translate.
+
+    Not a sliced task: upstream has none (its expert has no slicing subgoals to compare with).
+    """
+    games = [g for g in load_games(split, include_sliced=False) if g.task_type == task_type]
+    return min(games, key=lambda g: len(g.pddl_problem))
 
 
 @pytest.fixture(scope="module")
@@ -55,12 +59,13 @@ def upstream_and_port_actions(game: AlfredGame, engine, seed: int = 123, max_tur
     """
     from alfworld.agents.expert import HandCodedTWAgent
 
-    from agentgym_budget.envs.alfworld.expert import HandCodedExpert
+    from agentgym_budget.envs.alfworld.expert import HandCodedExpert, start_facts
 
     upstream = HandCodedTWAgent(max_steps=200)
     upstream.task_params = dict(game.task_params)
     upstream.policy = upstream.get_task_policy(upstream.task_params)(upstream.task_params, max_steps=200)
-    port = HandCodedExpert(game.task_params, random.Random(seed), expert_type="upstream")
+    # upstream's expert reads the engine's facts, the start state's too (a target starting cold)
+    port = HandCodedExpert(game.task_params, random.Random(seed), expert_type="upstream", start_facts=start_facts(game))
     random.seed(seed)
     step = engine.reset(game)
     upstream.observe(step.observation)

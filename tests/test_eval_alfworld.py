@@ -39,13 +39,14 @@ def test_small_grid_on_alfworld_rises_with_k_and_t() -> None:
     assert result.metrics["decision_quality"]["turns"] > 0
 
 
-def test_fixed_expert_solves_alfworld_within_fifty_turns_and_upstreams_default_loses_pick_two() -> None:
-    grid = dict(ks=(1,), ts=(50,), tasks=12, attempts=1, bootstrap=0)
+def test_fixed_expert_solves_alfworld_within_upstreams_200_steps_and_upstreams_default_loses_pick_two_or_sliced() -> None:
+    grid = dict(ks=(1,), ts=(200,), tasks=12, attempts=1, bootstrap=0)
     fixed = evaluate(ENV_ID, "expert", env_kwargs={**FAST, "expert_type": "fixed"}, **grid)
     default = evaluate(ENV_ID, "expert", env_kwargs=FAST, **grid)
-    assert fixed.value(1, 50) == 1.0
+    assert fixed.value(1, 200) == 1.0
     lost = [game for game, won in zip(default.task_games, default.successes[-1]) if not won]
-    assert lost and all(game.startswith("pick_two_obj_and_place") for game in lost), lost
+    # upstream's move bookkeeping: a placed object (or the knife) stays in its inventory
+    assert lost and all(game.startswith("pick_two_obj_and_place") or "Sliced-" in game for game in lost), lost
 
 
 @pytest.mark.slow
@@ -70,6 +71,6 @@ def test_evaluator_asks_alfworld_for_full_plans_unless_told_otherwise() -> None:
     grid = {"ks": (1,), "ts": (50,), "tasks": 3, "attempts": 2, "bootstrap": 0}
     full = evaluate(ENV_ID, "noisy-expert", env_kwargs=FAST, **grid)
     one_step = evaluate(ENV_ID, "noisy-expert", env_kwargs={**FAST, "expert_plan_horizon": 1}, **grid)
-    assert full.config["env_kwargs"] == {"expert_plan_horizon": 100, **FAST}
+    assert full.config["env_kwargs"] == {"expert_plan_horizon": 200, **FAST}
     assert full.metrics["plan_lengths_known"] and not one_step.metrics["plan_lengths_known"]
     assert full.value(1, 50) == one_step.value(1, 50)  # plans are read by the metrics, not by the policy

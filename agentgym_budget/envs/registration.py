@@ -82,7 +82,8 @@ FAMILIES: tuple[EnvFamily, ...] = (
         entry_point="agentgym_budget.envs.alfworld.env:ALFWorldEnv",
         description="ALFWorld household tasks (6 task types), bundled generated games; "
         "engine='fast' (pure Python) or 'textworld' (the real engine, extra 'alfworld')",
-        eval_kwargs={"expert_plan_horizon": 100},
+        # the whole plan, as long as upstream's expert may play (bundled plans reach 163 actions)
+        eval_kwargs={"expert_plan_horizon": 200},
         held_out_split="valid_unseen",
     ),
     EnvFamily(

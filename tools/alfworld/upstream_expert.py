@@ -19,7 +19,7 @@ Example (needs the ``alfworld`` extra):
     >>> engine.reset(game).observation.splitlines()[0], engine.expert_action
     ('-= Welcome to TextWorld, ALFRED! =-', 'look')
     >>> engine.step("look").observation.startswith("You are in the middle of a room."), engine.expert_action
-    (True, 'go to toilet 1')
+    (True, 'go to dresser 1')
     >>> engine.step("").observation, engine.expert_action  # an empty command: AlfredExpert says "look"
     ('Nothing happens.', 'look')
     >>> engine.close()
