@@ -240,7 +240,8 @@ def grpo_args(tmp_path, max_steps: int):
 
     return GRPOConfig(
         output_dir=str(tmp_path), use_cpu=True, max_steps=max_steps, per_device_train_batch_size=4,
-        num_generations=4, learning_rate=1e-3, max_completion_length=400,
+        # room for every tool result: a turn's observation lists up to ~30 objects in the bundled rooms
+        num_generations=4, learning_rate=1e-3, max_completion_length=1200,
         max_tool_calling_iterations=max(BUDGETS) + 1, logging_steps=1, log_completions=True, report_to="none",
         save_strategy="no", seed=0, dataloader_num_workers=0, bf16=False, temperature=0.7,
     )
