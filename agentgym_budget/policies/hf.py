@@ -133,7 +133,7 @@ class _Batch:
     rows: list[int]  # the prompt index of each batch row
     cache: BatchKVCache
     model_cache: Any  # the transformers Cache over ``cache``
-    mask: Any  # [rows, capacity] attention mask (1 = a real token), or None when no row is padded
+    mask: Any  # [rows, capacity] bool, True = a real token (attended), or None when no row is padded
     next_position: Any  # [rows, 1] position of each row's next token
     logits: Any  # [rows, vocab] the next token's logits
 
@@ -309,7 +309,8 @@ class HFChatBackend:
 
     def _step(self, batch: _Batch, tokens: Any) -> None:
         """Feed each row its sampled token: one forward pass writing one column of the cache."""
-        mask = batch.mask[:, : batch.cache.length + 1] if batch.mask is not None else None
+        # a 4-D mask (a view) is used as it is: the model does not rebuild one from a 2-D mask every step
+        mask = batch.mask[:, None, None, : batch.cache.length + 1] if batch.mask is not None else None
         out = self._decode_step(input_ids=tokens[:, None], attention_mask=mask, position_ids=batch.next_position,
                                 use_cache=True, **{self._cache_arg: batch.model_cache})
         batch.cache.advance(1)
@@ -331,14 +332,14 @@ class HFChatBackend:
         # the last sampled token is never fed back
         cache = BatchKVCache(capacity=past_width + new_width + max(max_new_tokens - 1, 0))
         input_ids = torch.full((rows, new_width), self.pad_id, dtype=torch.long)
-        mask = torch.ones((rows, cache.capacity), dtype=torch.long)
-        mask[:, : past_width + new_width] = 0
+        mask = torch.ones((rows, cache.capacity), dtype=torch.bool)
+        mask[:, : past_width + new_width] = False
         positions = torch.zeros((rows, new_width), dtype=torch.long)
         for row, (n, ids) in enumerate(zip(past, new)):
             input_ids[row, new_width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             positions[row, new_width - len(ids):] = torch.arange(n, n + len(ids))
-            mask[row, past_width - n:past_width] = 1
-            mask[row, past_width + new_width - len(ids): past_width + new_width] = 1
+            mask[row, past_width - n:past_width] = True
+            mask[row, past_width + new_width - len(ids): past_width + new_width] = True
         self.reused_tokens += sum(past)
         self.prompt_tokens_run += sum(len(n) for n in new)
         if past_width:
@@ -347,7 +348,7 @@ class HFChatBackend:
         # Without padding the mask is all ones: leaving it out spares the model building one per step.
         mask = mask.to(device) if not bool(mask.all()) else None
         out = self.model(input_ids=input_ids.to(device),
-                         attention_mask=mask[:, : past_width + new_width] if mask is not None else None,
+                         attention_mask=_prefill_mask(torch, mask, past_width, new_width) if mask is not None else None,
                          position_ids=positions.to(device), use_cache=True, logits_to_keep=1,
                          **{self._cache_arg: model_cache})
         cache.advance(new_width)
@@ -414,6 +415,22 @@ class HFChatBackend:
             text = text.split(stop, 1)[0]
         return Completion(text=text, prompt_tokens=len(prompt), completion_tokens=len(reply), prompt_ids=prompt,
                           completion_ids=reply, logprobs=logprobs)
+
+
+def _prefill_mask(torch: Any, valid: Any, past_width: int, new_width: int) -> Any:
+    """The 4-D ``[rows, 1, new_width, past_width + new_width]`` mask of a prefill: causal over real columns.
+
+    ``valid`` is ``[rows, capacity]`` (True = a real token).  A query may see a real column at or
+    before its own; a pad query sees itself, so that no row of the softmax is empty (an empty one
+    gives NaN, which would reach the real rows through the pad's value).  Built here as one
+    broadcast ``&``: the model's own mask builder costs more than the attention at batch 32.
+    """
+    columns = past_width + new_width
+    column = torch.arange(columns, device=valid.device)
+    query_column = column[past_width:, None]
+    causal = column[None, :] <= query_column
+    own = column[None, :] == query_column
+    return (valid[:, None, None, :columns] & causal) | own
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
