@@ -348,7 +348,7 @@ class HFChatBackend:
         # Without padding the mask is all ones: leaving it out spares the model building one per step.
         mask = mask.to(device) if not bool(mask.all()) else None
         out = self.model(input_ids=input_ids.to(device),
-                         attention_mask=_prefill_mask(torch, mask, past_width, new_width) if mask is not None else None,
+                         attention_mask=_prefill_mask(torch, mask, past_width, new_width, self.model.dtype) if mask is not None else None,
                          position_ids=positions.to(device), use_cache=True, logits_to_keep=1,
                          **{self._cache_arg: model_cache})
         cache.advance(new_width)
@@ -417,20 +417,24 @@ class HFChatBackend:
                           completion_ids=reply, logprobs=logprobs)
 
 
-def _prefill_mask(torch: Any, valid: Any, past_width: int, new_width: int) -> Any:
-    """The 4-D ``[rows, 1, new_width, past_width + new_width]`` mask of a prefill: causal over real columns.
+def _prefill_mask(torch: Any, valid: Any, past_width: int, new_width: int, dtype: Any) -> Any:
+    """The additive 4-D ``[rows, 1, new_width, past_width + new_width]`` mask of a prefill: causal over real columns.
 
-    ``valid`` is ``[rows, capacity]`` (True = a real token).  A query may see a real column at or
-    before its own; a pad query sees itself, so that no row of the softmax is empty (an empty one
-    gives NaN, which would reach the real rows through the pad's value).  Built here as one
-    broadcast ``&``: the model's own mask builder costs more than the attention at batch 32.
+    ``valid`` is ``[rows, capacity]`` (True = a real token).  A query sees (0) the real columns at
+    or before its own; every other column gets a large negative bias, finite, so that a pad
+    query, which sees no column, gets an even softmax instead of NaN (a NaN there would reach
+    the real rows through the pad's value); twice the bias still fits the dtype.  A float mask
+    built once here, as one broadcast add: torch's attention would convert a boolean mask to a
+    float one in every layer, and that conversion cost as much as the attention at batch 32.
     """
     columns = past_width + new_width
+    hidden = torch.finfo(dtype).min / 4
     column = torch.arange(columns, device=valid.device)
-    query_column = column[past_width:, None]
-    causal = column[None, :] <= query_column
-    own = column[None, :] == query_column
-    return (valid[:, None, None, :columns] & causal) | own
+    later = column[None, :] > column[past_width:, None]  # [new_width, columns]: after the query's own column
+    causal_bias = torch.zeros(later.shape, dtype=dtype, device=valid.device).masked_fill_(later, hidden)
+    pad_bias = torch.zeros((valid.shape[0], columns), dtype=dtype, device=valid.device)
+    pad_bias.masked_fill_(~valid[:, :columns], hidden)
+    return pad_bias[:, None, None, :] + causal_bias
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
