@@ -425,7 +425,7 @@ def _prefill_mask(torch: Any, valid: Any, past_width: int, new_width: int, dtype
     query, which sees no column, gets an even softmax instead of NaN (a NaN there would reach
     the real rows through the pad's value); twice the bias still fits the dtype.  A float mask
     built once here, as one broadcast add: torch's attention would convert a boolean mask to a
-    float one in every layer, and that conversion cost as much as the attention at batch 32.
+    float one in every layer, a conversion per layer that a many-layer model pays many times over.
     """
     columns = past_width + new_width
     hidden = torch.finfo(dtype).min / 4
