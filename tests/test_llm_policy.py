@@ -459,3 +459,13 @@ def test_append_mode_starts_again_from_the_latest_turns_past_max_turns_shown(tin
                                                                                          + restart.completion_ids)
     with pytest.raises(ValueError, match="history must be one of"):
         LLMPolicy(HFChatBackend(model, tokenizer), history="whole")
+
+
+def test_writing_one_row_of_a_cache_without_its_row_count_is_refused() -> None:
+    from agentgym_budget.policies.kv_cache import BatchKVCache
+
+    with pytest.raises(ValueError, match=r"BatchKVCache\(capacity, rows=...\)"):
+        BatchKVCache(capacity=4).write(0, torch.ones(1, 2, 8), torch.ones(1, 2, 8), start=0, row=1)
+    cache = BatchKVCache(capacity=4, rows=2)
+    cache.write(0, torch.ones(1, 2, 8), torch.ones(1, 2, 8), start=2, row=1)
+    assert cache.keys[0][:, 0, :, 0].tolist() == [[0.0] * 4, [0.0, 0.0, 1.0, 1.0]]

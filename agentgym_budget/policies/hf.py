@@ -355,7 +355,7 @@ class HFChatBackend:
         self.reused_tokens += sum(past)
         self.prompt_tokens_run += sum(len(n) for n in new)
         if past_width:
-            self._write_prefixes(cache, reused, past_width, device)
+            self._write_prefixes(cache, reused, past_width)
         # Without padding the mask is all ones: leaving it out spares the model building one per step.
         mask = mask.to(device) if not bool(mask.all()) else None
         input_ids, positions = input_ids.to(device), positions.to(device)
@@ -403,18 +403,12 @@ class HFChatBackend:
         return reused
 
     @staticmethod
-    def _write_prefixes(cache: BatchKVCache, reused: list[_Prefix | None], width: int, device: Any) -> None:
-        """Write the reused prefixes into the cache's first ``width`` columns, right-aligned."""
-        template = next(r for r in reused if r is not None).kv
-        for layer, (k0, v0) in enumerate(template):
-            keys = k0.new_zeros((len(reused), k0.shape[0], width, k0.shape[2]))
-            values = v0.new_zeros((len(reused), v0.shape[0], width, v0.shape[2]))
-            for row, prefix in enumerate(reused):
-                if prefix is not None:
-                    k, v = prefix.kv[layer]
-                    keys[row, :, width - k.shape[1]:] = k
-                    values[row, :, width - v.shape[1]:] = v
-            cache.write(layer, keys.to(device), values.to(device), start=0)
+    def _write_prefixes(cache: BatchKVCache, reused: list[_Prefix | None], width: int) -> None:
+        """Write the reused prefixes into the cache's first ``width`` columns, right-aligned (each copied once)."""
+        for row, prefix in enumerate(reused):
+            if prefix is not None:
+                for layer, (keys, values) in enumerate(prefix.kv):
+                    cache.write(layer, keys, values, start=width - keys.shape[1], row=row)
         cache.advance(width)
 
     def _keep(self, keys: Sequence[Hashable], prompts: list[list[int]], replies: list[list[int]], batch: _Batch,

@@ -77,14 +77,20 @@ class BatchKVCache:
         """The ``transformers`` ``Cache`` a model's forward pass writes into (one per :class:`BatchKVCache`)."""
         return _model_cache_class()(self, layers)
 
-    def write(self, layer: int, keys: Any, values: Any, start: int) -> None:
-        """Copy ``keys``/``values`` ``[rows, kv_heads, n, head_dim]`` into columns ``start .. start+n``."""
-        self._allocate(layer, keys, values)
+    def write(self, layer: int, keys: Any, values: Any, start: int, row: int | None = None) -> None:
+        """Copy ``keys``/``values`` ``[rows, kv_heads, n, head_dim]`` into columns ``start .. start+n``.
+
+        With ``row``, they are that one row's ``[kv_heads, n, head_dim]`` (allocating needs ``rows``).
+        """
+        if row is not None and self.rows is None and not self.keys:
+            raise ValueError("writing one row first needs the cache's row count: BatchKVCache(capacity, rows=...)")
+        self._allocate(layer, keys if row is None else keys[None], values if row is None else values[None])
         end = start + keys.shape[-2]
         if end > self.capacity:
             raise ValueError(f"{end} columns do not fit a cache of capacity {self.capacity}")
-        self.keys[layer][:, :, start:end].copy_(keys)
-        self.values[layer][:, :, start:end].copy_(values)
+        rows = slice(None) if row is None else row
+        self.keys[layer][rows, :, start:end].copy_(keys)
+        self.values[layer][rows, :, start:end].copy_(values)
 
     def advance(self, columns: int) -> None:
         """Count ``columns`` more as written (after a forward pass has written them in every layer)."""
