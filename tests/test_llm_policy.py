@@ -17,7 +17,7 @@ from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor  # noqa: E40
 from agentgym_budget.policies import LLMPolicy, make_policy  # noqa: E402
 from agentgym_budget.eval.transcripts import read_transcripts  # noqa: E402
 from agentgym_budget.policies.chat import Completion, Sampling  # noqa: E402
-from agentgym_budget.policies.hf import HFChatBackend, _prompt_text, encode_conversation  # noqa: E402
+from agentgym_budget.policies.hf import _PREFILL_ROWS, HFChatBackend, _prompt_text, encode_conversation  # noqa: E402
 from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer  # noqa: E402
 from agentgym_budget.train.grpo import TurnSample, action_logprobs, collate  # noqa: E402
 
@@ -276,7 +276,8 @@ def _record_forwards(model):
     def hook(_module, args, kwargs):
         cache = kwargs.get("cache", kwargs.get("past_key_values"))
         store = cache.layers[0].store
-        calls.append((kwargs["input_ids"].shape[0], id(cache), store.keys[0].data_ptr() if store.keys else None,
+        root = store._parent[0] if store._parent is not None else store  # a prefill group writes through a window
+        calls.append((kwargs["input_ids"].shape[0], id(cache), root.keys[0].data_ptr() if root.keys else None,
                       cache.get_seq_length()))
 
     return calls, model.register_forward_pre_hook(hook, with_kwargs=True)
@@ -291,10 +292,33 @@ def test_decoding_writes_one_preallocated_cache_in_place(tiny) -> None:
     finally:
         handle.remove()
     rows, caches, storages, lengths = zip(*calls)
-    assert len(set(caches)) == 1  # one cache for the prompt and every decoded token
+    assert len(set(caches[1:])) == 1  # one cache for every decoded token (the prompt wrote it through a window)
     assert len(set(storages[1:])) == 1  # allocated once (at the prompt's forward pass), then written in place
     width = lengths[1]  # the padded prompt
     assert list(lengths[1:]) == list(range(width, width + len(calls) - 1))
+
+
+def test_a_prefill_in_row_groups_gives_every_row_its_reply_alone(tiny) -> None:
+    """More rows than one prefill group, of very different lengths, over two turns (the second reuses the cache)."""
+    model, tokenizer = tiny
+    assert 9 > 2 * _PREFILL_ROWS, "fewer than three groups: the test shows little"
+    info = {"task": "open the door", "admissible_commands": ["take key", "open door", "look"]}
+    firsts = [f"You see {'a key and ' * (3 * i)}a door." for i in range(9)]
+    seconds = [f"{'Nothing happens. ' * (9 - i)}You took it." for i in range(9)]
+
+    def play(rows: list[int]):
+        policy = LLMPolicy(HFChatBackend(model, tokenizer), Sampling(temperature=1.0, max_new_tokens=6))
+        states = [policy.start(row) for row in rows]
+        return [[(r.completion.completion_ids, r.completion.logprobs)
+                 for r in policy.act_batch(states, [observations[row] for row in rows], [info] * len(rows))]
+                for observations in (firsts, seconds)]
+
+    together = play(list(range(9)))
+    for row in range(9):
+        alone = play([row])
+        for turn in range(2):
+            assert together[turn][row][0] == alone[turn][0][0]
+            assert together[turn][row][1] == pytest.approx(alone[turn][0][1], abs=1e-5)
 
 
 def test_a_row_whose_reply_ended_is_no_longer_fed(tiny) -> None:
@@ -435,3 +459,13 @@ def test_append_mode_starts_again_from_the_latest_turns_past_max_turns_shown(tin
                                                                                          + restart.completion_ids)
     with pytest.raises(ValueError, match="history must be one of"):
         LLMPolicy(HFChatBackend(model, tokenizer), history="whole")
+
+
+def test_writing_one_row_of_a_cache_without_its_row_count_is_refused() -> None:
+    from agentgym_budget.policies.kv_cache import BatchKVCache
+
+    with pytest.raises(ValueError, match=r"BatchKVCache\(capacity, rows=...\)"):
+        BatchKVCache(capacity=4).write(0, torch.ones(1, 2, 8), torch.ones(1, 2, 8), start=0, row=1)
+    cache = BatchKVCache(capacity=4, rows=2)
+    cache.write(0, torch.ones(1, 2, 8), torch.ones(1, 2, 8), start=2, row=1)
+    assert cache.keys[0][:, 0, :, 0].tolist() == [[0.0] * 4, [0.0, 0.0, 1.0, 1.0]]

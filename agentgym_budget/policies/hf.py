@@ -5,7 +5,10 @@ torch and transformers are imported only when a backend is built (extra ``llm``)
 :class:`HFChatBackend` generates the replies of many conversations in one batch: prompts are
 left-padded, the prompt is run once and every new token reuses the KV cache — one
 :class:`~agentgym_budget.policies.kv_cache.BatchKVCache` preallocated for the batch (prompt +
-new-token limit) and written in place, never grown by concatenation.  A row whose reply has
+new-token limit) and written in place, never grown by concatenation.  The prompts run in
+groups of a few rows ordered by how many new tokens they have, each group over the columns its
+rows use (so a short row does not run as many pads as the longest has tokens: prefill 3.3 -> 2.4
+CPU-ms per turn at 32 episodes in flight on the tiny model).  A row whose reply has
 ended leaves the batch at once (the batch is compacted, rather than the row fed on and masked:
 28 % less CPU time per batch of 32 whose replies end at different steps, measured with a stop
 string on the tiny model), so finished rows cost nothing.  The sampler is
@@ -60,6 +63,10 @@ __all__ = ["HFChatBackend", "encode_conversation", "load_model_and_tokenizer"]
 
 #: ``model=`` value that builds the tiny offline model instead of loading one.
 TINY = "tiny"
+
+#: Rows of a prefill run through the model together (rows ordered by new tokens): smaller groups run
+#: fewer pads but pay the model's per-call overhead more often.
+_PREFILL_ROWS = 4
 
 
 def encode_conversation(tokenizer: Any, messages: Sequence[Message]) -> list[int]:
@@ -133,7 +140,7 @@ class _Batch:
     rows: list[int]  # the prompt index of each batch row
     cache: BatchKVCache
     model_cache: Any  # the transformers Cache over ``cache``
-    mask: Any  # [rows, capacity] attention mask (1 = a real token), or None when no row is padded
+    mask: Any  # [rows, capacity] bool, True = a real token (attended), or None when no row is padded
     next_position: Any  # [rows, 1] position of each row's next token
     logits: Any  # [rows, vocab] the next token's logits
 
@@ -309,7 +316,8 @@ class HFChatBackend:
 
     def _step(self, batch: _Batch, tokens: Any) -> None:
         """Feed each row its sampled token: one forward pass writing one column of the cache."""
-        mask = batch.mask[:, : batch.cache.length + 1] if batch.mask is not None else None
+        # a 4-D mask (a view) is used as it is: the model does not rebuild one from a 2-D mask every step
+        mask = batch.mask[:, None, None, : batch.cache.length + 1] if batch.mask is not None else None
         out = self._decode_step(input_ids=tokens[:, None], attention_mask=mask, position_ids=batch.next_position,
                                 use_cache=True, **{self._cache_arg: batch.model_cache})
         batch.cache.advance(1)
@@ -322,37 +330,60 @@ class HFChatBackend:
 
         Row layout: ``[pad | reused prefix | pad | new tokens | decoded tokens]`` — the prompt's two
         parts right-aligned, the pads masked out, every token at its own position in its conversation.
+        Rows are ordered by how many new tokens they run and go through the model in groups of
+        :data:`_PREFILL_ROWS` (:meth:`_prefill_group`), so a row with few new tokens does not run
+        as many pads as the batch's longest has tokens.
         """
         torch = self._torch
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) - (len(reused[i].ids) if reused[i] else 0))
+        prompts, reused = [prompts[i] for i in order], [reused[i] for i in order]
         past = [len(r.ids) if r is not None else 0 for r in reused]
         new = [p[n:] for p, n in zip(prompts, past)]
         past_width, new_width = max(past), max(len(n) for n in new)
         rows = len(prompts)
         # the last sampled token is never fed back
-        cache = BatchKVCache(capacity=past_width + new_width + max(max_new_tokens - 1, 0))
+        cache = BatchKVCache(capacity=past_width + new_width + max(max_new_tokens - 1, 0), rows=rows)
         input_ids = torch.full((rows, new_width), self.pad_id, dtype=torch.long)
-        mask = torch.ones((rows, cache.capacity), dtype=torch.long)
-        mask[:, : past_width + new_width] = 0
+        mask = torch.ones((rows, cache.capacity), dtype=torch.bool)
+        mask[:, : past_width + new_width] = False
         positions = torch.zeros((rows, new_width), dtype=torch.long)
         for row, (n, ids) in enumerate(zip(past, new)):
             input_ids[row, new_width - len(ids):] = torch.tensor(ids, dtype=torch.long)
             positions[row, new_width - len(ids):] = torch.arange(n, n + len(ids))
-            mask[row, past_width - n:past_width] = 1
-            mask[row, past_width + new_width - len(ids): past_width + new_width] = 1
+            mask[row, past_width - n:past_width] = True
+            mask[row, past_width + new_width - len(ids): past_width + new_width] = True
         self.reused_tokens += sum(past)
         self.prompt_tokens_run += sum(len(n) for n in new)
         if past_width:
-            self._write_prefixes(cache, reused, past_width, device)
-        model_cache = cache.model_cache(self.model.config.num_hidden_layers)
+            self._write_prefixes(cache, reused, past_width)
         # Without padding the mask is all ones: leaving it out spares the model building one per step.
         mask = mask.to(device) if not bool(mask.all()) else None
-        out = self.model(input_ids=input_ids.to(device),
-                         attention_mask=mask[:, : past_width + new_width] if mask is not None else None,
-                         position_ids=positions.to(device), use_cache=True, logits_to_keep=1,
-                         **{self._cache_arg: model_cache})
+        input_ids, positions = input_ids.to(device), positions.to(device)
+        group_rows = _PREFILL_ROWS if mask is not None else rows  # unpadded: one pass, no mask
+        groups = [slice(first, first + group_rows) for first in range(0, rows, group_rows)]
+        logits = torch.cat([self._prefill_group(cache, group, past, new, input_ids, positions, mask, past_width)
+                            for group in groups])
         cache.advance(new_width)
         next_position = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
-        return _Batch(list(range(rows)), cache, model_cache, mask, next_position, out.logits[:, -1, :])
+        return _Batch(order, cache, cache.model_cache(self.model.config.num_hidden_layers), mask, next_position, logits)
+
+    def _prefill_group(self, cache: BatchKVCache, rows: slice, past: list[int], new: list[list[int]], input_ids: Any,
+                       positions: Any, mask: Any, past_width: int) -> Any:
+        """One forward pass of the batch rows ``rows`` over the columns they use; their next-token logits.
+
+        The group runs as many new tokens as its longest row (the last columns before the reply)
+        and attends from its rows' earliest real column on.
+        """
+        new_width = input_ids.shape[1]
+        group_new = max(len(n) for n in new[rows])
+        first_column = past_width - max(past[rows])
+        window = cache.window(rows, first_column, past_width + new_width - group_new - first_column)
+        attention = None if mask is None else _prefill_mask(self._torch, mask[rows, first_column:], window.length,
+                                                             group_new, self.model.dtype)
+        out = self.model(input_ids=input_ids[rows, new_width - group_new:], attention_mask=attention,
+                         position_ids=positions[rows, new_width - group_new:], use_cache=True, logits_to_keep=1,
+                         **{self._cache_arg: window.model_cache(self.model.config.num_hidden_layers)})
+        return out.logits[:, -1, :]
 
     def _reusable(self, prompts: list[list[int]], keys: Sequence[Hashable] | None) -> list[_Prefix | None]:
         """Per prompt, the kept prefix to reuse (cut to the longest common prefix; one new token at least)."""
@@ -372,18 +403,12 @@ class HFChatBackend:
         return reused
 
     @staticmethod
-    def _write_prefixes(cache: BatchKVCache, reused: list[_Prefix | None], width: int, device: Any) -> None:
-        """Write the reused prefixes into the cache's first ``width`` columns, right-aligned."""
-        template = next(r for r in reused if r is not None).kv
-        for layer, (k0, v0) in enumerate(template):
-            keys = k0.new_zeros((len(reused), k0.shape[0], width, k0.shape[2]))
-            values = v0.new_zeros((len(reused), v0.shape[0], width, v0.shape[2]))
-            for row, prefix in enumerate(reused):
-                if prefix is not None:
-                    k, v = prefix.kv[layer]
-                    keys[row, :, width - k.shape[1]:] = k
-                    values[row, :, width - v.shape[1]:] = v
-            cache.write(layer, keys.to(device), values.to(device), start=0)
+    def _write_prefixes(cache: BatchKVCache, reused: list[_Prefix | None], width: int) -> None:
+        """Write the reused prefixes into the cache's first ``width`` columns, right-aligned (each copied once)."""
+        for row, prefix in enumerate(reused):
+            if prefix is not None:
+                for layer, (keys, values) in enumerate(prefix.kv):
+                    cache.write(layer, keys, values, start=width - keys.shape[1], row=row)
         cache.advance(width)
 
     def _keep(self, keys: Sequence[Hashable], prompts: list[list[int]], replies: list[list[int]], batch: _Batch,
@@ -414,6 +439,26 @@ class HFChatBackend:
             text = text.split(stop, 1)[0]
         return Completion(text=text, prompt_tokens=len(prompt), completion_tokens=len(reply), prompt_ids=prompt,
                           completion_ids=reply, logprobs=logprobs)
+
+
+def _prefill_mask(torch: Any, valid: Any, past_width: int, new_width: int, dtype: Any) -> Any:
+    """The additive 4-D ``[rows, 1, new_width, past_width + new_width]`` mask of a prefill: causal over real columns.
+
+    ``valid`` is ``[rows, capacity]`` (True = a real token).  A query sees (0) the real columns at
+    or before its own; every other column gets a large negative bias, finite, so that a pad
+    query, which sees no column, gets an even softmax instead of NaN (a NaN there would reach
+    the real rows through the pad's value); twice the bias still fits the dtype.  A float mask
+    built once here, as one broadcast add: torch's attention would convert a boolean mask to a
+    float one in every layer, a conversion per layer that a many-layer model pays many times over.
+    """
+    columns = past_width + new_width
+    hidden = torch.finfo(dtype).min / 4
+    column = torch.arange(columns, device=valid.device)
+    later = column[None, :] > column[past_width:, None]  # [new_width, columns]: after the query's own column
+    causal_bias = torch.zeros(later.shape, dtype=dtype, device=valid.device).masked_fill_(later, hidden)
+    pad_bias = torch.zeros((valid.shape[0], columns), dtype=dtype, device=valid.device)
+    pad_bias.masked_fill_(~valid[:, :columns], hidden)
+    return pad_bias[:, None, None, :] + causal_bias
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

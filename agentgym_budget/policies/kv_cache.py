@@ -40,28 +40,57 @@ class BatchKVCache:
 
     Args:
         capacity: the most tokens a row will hold (its prompt columns + decoded tokens fed back).
+        rows: the rows to allocate (default: as many as the first write has; a :meth:`window`
+            writes only some of them).
     """
 
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, rows: int | None = None) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
+        self.rows = rows
         self.length = 0  # columns written so far, the same for every row (rows are padded on the left)
         self.keys: list[Any] = []  # per layer [rows, kv_heads, capacity, head_dim], allocated at first write
         self.values: list[Any] = []
+        self._parent: tuple[BatchKVCache, slice, int] | None = None  # a window's cache, rows and first column
+
+    def window(self, rows: slice, first_column: int, length: int) -> BatchKVCache:
+        """A cache over ``rows`` and the columns from ``first_column`` on, sharing this one's tensors.
+
+        Its model cache writes at column ``length`` of the window (``first_column + length`` here)
+        and attends over the window's columns only: part of a batch runs through the model on its
+        own, over the columns its rows use, while the keys and values land in the batch's cache.
+
+        Example:
+            >>> import torch
+            >>> cache = BatchKVCache(capacity=4, rows=2)
+            >>> part = cache.window(slice(1, 2), first_column=1, length=1)
+            >>> keys, _ = part.model_cache(layers=1).update(torch.ones(1, 1, 2, 8), torch.ones(1, 1, 2, 8), 0)
+            >>> tuple(keys.shape), cache.keys[0][:, 0, :, 0].tolist()
+            ((1, 1, 3, 8), [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+        """
+        part = BatchKVCache(self.capacity - first_column)
+        part.length, part._parent = length, (self, rows, first_column)
+        return part
 
     def model_cache(self, layers: int) -> Any:
         """The ``transformers`` ``Cache`` a model's forward pass writes into (one per :class:`BatchKVCache`)."""
         return _model_cache_class()(self, layers)
 
-    def write(self, layer: int, keys: Any, values: Any, start: int) -> None:
-        """Copy ``keys``/``values`` ``[rows, kv_heads, n, head_dim]`` into columns ``start .. start+n``."""
-        self._allocate(layer, keys, values)
+    def write(self, layer: int, keys: Any, values: Any, start: int, row: int | None = None) -> None:
+        """Copy ``keys``/``values`` ``[rows, kv_heads, n, head_dim]`` into columns ``start .. start+n``.
+
+        With ``row``, they are that one row's ``[kv_heads, n, head_dim]`` (allocating needs ``rows``).
+        """
+        if row is not None and self.rows is None and not self.keys:
+            raise ValueError("writing one row first needs the cache's row count: BatchKVCache(capacity, rows=...)")
+        self._allocate(layer, keys if row is None else keys[None], values if row is None else values[None])
         end = start + keys.shape[-2]
         if end > self.capacity:
             raise ValueError(f"{end} columns do not fit a cache of capacity {self.capacity}")
-        self.keys[layer][:, :, start:end].copy_(keys)
-        self.values[layer][:, :, start:end].copy_(values)
+        rows = slice(None) if row is None else row
+        self.keys[layer][rows, :, start:end].copy_(keys)
+        self.values[layer][rows, :, start:end].copy_(values)
 
     def advance(self, columns: int) -> None:
         """Count ``columns`` more as written (after a forward pass has written them in every layer)."""
@@ -84,8 +113,14 @@ class BatchKVCache:
         while len(self.keys) <= layer:
             self.keys.append(None)
             self.values.append(None)
-        if self.keys[layer] is None:
-            rows, heads, _, dim = keys.shape
+        if self._parent is not None:  # a window: views of the parent's tensors
+            parent, rows, first_column = self._parent
+            parent._allocate(layer, keys, values)
+            self.keys[layer] = parent.keys[layer][rows, :, first_column:]
+            self.values[layer] = parent.values[layer][rows, :, first_column:]
+        elif self.keys[layer] is None:
+            _, heads, _, dim = keys.shape
+            rows = self.rows if self.rows is not None else keys.shape[0]
             self.keys[layer] = torch.zeros((rows, heads, self.capacity, dim), dtype=keys.dtype, device=keys.device)
             self.values[layer] = torch.zeros((rows, heads, self.capacity, values.shape[-1]), dtype=values.dtype,
                                              device=values.device)
