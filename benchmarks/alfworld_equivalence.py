@@ -10,7 +10,9 @@ reports as ``expert_action`` by default) against upstream's own ``AlfredExpert(h
 ``--no-upstream-expert``: ours on both streams, a little faster).  Games: every bundled ``valid_seen`` and
 ``valid_unseen`` game, a sample of ``train``, and random edge-case games
 (:mod:`tools.alfworld.fuzz`).  It prints the number of compared steps and
-every mismatch.  The real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
+every mismatch.  Where the experts part in a pick-two state with two or more target objects
+already in goal-type receptacles, upstream's own choice depends on Python's hash seed
+(TextWorld's fact sets), so the episode stops and counts as a hash-order tie, not a mismatch.  The real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
 per core here with TextWorld's parsers memoized (:func:`~agentgym_budget.envs.alfworld.
 textworld_engine.memoize_textworld_parsers`, same output; ``--no-memo`` turns it off).
 
@@ -86,7 +88,7 @@ def _run_shard(args: argparse.Namespace, games: list, shard: int) -> dict:
     rng = random.Random(f"{args.seed}-{shard}")
     start = time.perf_counter()
     out: dict = {"steps": 0, "episodes": 0, "reference_errors": 0, "mismatches": [], "per_split": {},
-                 "empty_commands": 0, "upstream_expert_errors": 0,
+                 "empty_commands": 0, "upstream_expert_errors": 0, "hash_order_ties": [],
                  "games": 0, "stopped": False, "golden": []}
     last_progress = 0.0
     for game_index, game in enumerate(games):
@@ -115,6 +117,9 @@ def _run_shard(args: argparse.Namespace, games: list, shard: int) -> dict:
             for mismatch in report.mismatches:
                 out["mismatches"].append(str(mismatch))
                 print(f"[shard {shard}] MISMATCH {mismatch}", flush=True)
+            if report.hash_order_tie is not None:
+                out["hash_order_ties"].append(str(report.hash_order_tie))
+                print(f"[shard {shard}] hash-order tie (not a mismatch) {report.hash_order_tie}", flush=True)
             if args.golden is not None:
                 out["golden"].append({"game": game.to_record(), "mode": mode, "transcript": report.transcript,
                                       "expert_seed": report.expert_seed, "expert_actions": report.expert_actions})
@@ -156,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
         "empty_commands": sum(r["empty_commands"] for r in results),
         "episodes_ended_by_upstream_expert_error": sum(r["upstream_expert_errors"] for r in results),
         "mismatches": len(mismatches),
+        # expert actions that parted where upstream's own pick depends on Python's hash seed
+        "episodes_ended_by_hash_order_tie": sum(len(r["hash_order_ties"]) for r in results),
         "reference_errors": sum(r["reference_errors"] for r in results),
         "seconds": round(time.perf_counter() - start, 1),
         "memoized_parsers": not args.no_memo,
@@ -163,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(json.dumps(summary, indent=2), flush=True)
     if args.report is not None:
-        args.report.write_text(json.dumps({**summary, "mismatch_details": mismatches}, indent=2))
+        ties = [t for r in results for t in r["hash_order_ties"]]
+        args.report.write_text(json.dumps({**summary, "mismatch_details": mismatches, "hash_order_tie_details": ties}, indent=2))
     if args.golden is not None:
         args.golden.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(args.golden, "wt", encoding="utf-8") as handle:

@@ -101,3 +101,23 @@ def test_memoized_parsers_leave_the_real_engine_output_unchanged(monkeypatch):
         assert not report.mismatches, str(report.mismatches[0])
         transcripts.append(report.transcript)
     assert len(transcripts[0]) == 26 and transcripts[0] == transcripts[1]
+
+
+def test_hash_order_ties_are_only_pick_two_states_with_two_placed_targets() -> None:
+    """Upstream takes "the" placed object from a hash-ordered fact set: only there may the experts part."""
+    from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
+    from agentgym_budget.envs.alfworld.game import load_games
+    from tools.alfworld.differential import _ExpertPair
+
+    game = next(g for g in load_games("valid_seen") if g.task_type == "pick_two_obj_and_place")
+    pair = _ExpertPair(game, 0, FastAlfredEngine())
+    facts = pair.experts[-1].facts
+    target, parent = game.object_target, game.parent_target
+    facts.in_receptacle = [(f"{target} 1", f"{parent} 1")]
+    assert not pair.upstream_order_matters()
+    facts.in_receptacle.append((f"{target} 2", f"{parent} 2"))
+    assert pair.upstream_order_matters()
+    other = next(g for g in load_games("valid_seen") if g.task_type == "pick_and_place_simple")
+    simple = _ExpertPair(other, 0, FastAlfredEngine())
+    simple.experts[-1].facts.in_receptacle = [(f"{other.object_target} {i}", f"{other.parent_target} {i}") for i in (1, 2)]
+    assert not simple.upstream_order_matters()

@@ -66,6 +66,9 @@ class EpisodeReport:
     upstream_expert_error: str | None = None
     #: with ``record=True``: the reference's (command, observation, admissible, won) per step.
     transcript: list[tuple[str | None, str, list[str], bool]] = field(default_factory=list)
+    #: set when the experts parted where upstream's own choice depends on Python's hash seed (see
+    #: :meth:`_ExpertPair.upstream_order_matters`): not a mismatch; the episode stopped there.
+    hash_order_tie: Mismatch | None = None
     #: the experts' seed, and with ``record=True`` the reference expert's action per step.
     expert_seed: int | None = None
     expert_actions: list[str] = field(default_factory=list)
@@ -134,6 +137,19 @@ class _ExpertPair:
             self.upstream.seed_expert(seed)
         count = 1 if self.upstream is not None else 2
         self.experts = [HandCodedExpert(game.task_params, random.Random(seed), expert_type="upstream", start_facts=facts) for _ in range(count)]
+
+    def upstream_order_matters(self) -> bool:
+        """Whether upstream's next action may depend on the order of TextWorld's facts.
+
+        Upstream's pick-two policy takes "the" object already in place as the first matching
+        ``inreceptacle`` fact, and TextWorld keeps facts in Python sets (their order follows the
+        process's hash seed): with two or more target objects in goal-type receptacles, upstream
+        itself picks differently from run to run.  Ours takes them in name, then placement, order.
+        """
+        expert = self.experts[-1]
+        params = expert.task_params
+        return params["task_type"] == "pick_two_obj_and_place" and len(
+            expert.facts.in_receptacle_of_classes(params["object_target"], params["parent_target"])) >= 2
 
     @property
     def upstream_raised(self) -> bool:
@@ -211,6 +227,9 @@ def compare_episode(
             expert_actions = experts.advance(command, (expected, got))
             if record:
                 report.expert_actions.append(expert_actions[0])
+            if expert_actions[0] != expert_actions[1] and experts.upstream_order_matters():
+                report.hash_order_tie = Mismatch(game_id, index + 1, command, "expert_action", *expert_actions)
+                break  # the experts' states part here; the engines were equal up to this step
             if expert_actions[0] != expert_actions[1]:
                 mismatch = Mismatch(game_id, index + 1, command, "expert_action", *expert_actions)
             elif experts.upstream_raised:
