@@ -62,7 +62,7 @@ def test_quickstart_main_job(tmp_path) -> None:
     assert image.shape[0] > 200 and image.std() > 0.05
     # The behaviour metrics see full expert plans: detours count as errors, tasks fall in plan-length buckets.
     metrics = data["metrics"]
-    assert data["config"]["env_kwargs"]["expert_plan_horizon"] == 100 and metrics["plan_lengths_known"]
+    assert data["config"]["env_kwargs"]["expert_plan_horizon"] == 200 and metrics["plan_lengths_known"]
     assert metrics["error_recovery"]["errors_per_episode"] > 0.5
     assert "unknown" not in metrics["resilience"]["by_plan_length"]
 

@@ -208,11 +208,12 @@ def test_concurrent_rollouts_on_the_real_engine_end_without_errors_and_overlap()
     assert [out.get("error") for out in outputs] == [None] * 4
     assert all(out["metrics"]["turns"] == 2 for out in outputs)
     # With the engine warm, the same rollouts with a model that answers after `latency` seconds: the
-    # engine's own work takes turns (GIL, parser lock), the model waits overlap
-    latency = 3.0
+    # engine's own work takes turns (GIL, parser lock), the model waits overlap (5 s: a wait well
+    # above the engine's serialised work, ~15 s for these 4 episodes in the bundled rooms)
+    latency = 5.0
     timed = {n: asyncio.run(evaluate_with_heartbeat(env, latency=latency, rollouts_per_example=1,
                                                     max_concurrent=n))[1] for n in (1, 4)}
     one_at_a_time, concurrent = timed[1], timed[4]
-    model_wait = latency * sum(out["metrics"]["turns"] for out in outputs)  # 8 replies: 24 s one at a time
-    # 4 at once would save 3/4 of the waits (18 s); at least half of them must be saved
+    model_wait = latency * sum(out["metrics"]["turns"] for out in outputs)  # 8 replies: 40 s one at a time
+    # 4 at once would save 3/4 of the waits (30 s); at least half of them must be saved
     assert concurrent < one_at_a_time - model_wait / 2, (concurrent, one_at_a_time, model_wait)
