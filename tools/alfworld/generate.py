@@ -158,6 +158,11 @@ def _thor_coord(value: float) -> str:
     return f"{value:+06.2f}"
 
 
+def _grid_xz(x: float, z: float) -> tuple[int, int]:
+    """A layout point (metres) on THOR's 0.25 m grid."""
+    return round(float(x) / 0.25), round(float(z) / 0.25)
+
+
 def _grid_pose(pose: Sequence[float]) -> tuple[int, int, int, int]:
     x, z, rotation, horizon = pose
     return (round(x / 0.25), round(z / 0.25), round(rotation / 90) % 4, round(horizon))
@@ -211,16 +216,16 @@ def _add_unlisted_receptacle(scene: Scene, rtype: str, points: Any, rng: random.
     """A receptacle the layout files give no id or pose for: a THOR-like id and a pose at a layout
     point no other receptacle stands at (not openable: upstream's rule, see ``_build_scene``)."""
     used = {(x, z) for x, z, _, _ in scene.poses.values()}
-    free = [i for i, (x, z) in enumerate(points) if (round(float(x) / 0.25), round(float(z) / 0.25)) not in used]
+    free = [i for i, (x, z) in enumerate(points) if _grid_xz(x, z) not in used]
     x, z = points[rng.choice(free or range(len(points)))]
-    prefix = {"SinkBasin": "Sink", "BathtubBasin": "Bathtub"}.get(rtype, rtype)
+    prefix = {basin: name for name, basin in _LAYOUT_RECEPTACLE_NAMES.items()}.get(rtype, rtype)
     while True:
         coords = [_thor_coord(rng.uniform(-4, 4)), _thor_coord(rng.uniform(0, 2)), _thor_coord(rng.uniform(-4, 4))]
         thor_id = "|".join([prefix, *coords] + ([rtype] if prefix != rtype else []))
         if thor_id not in scene.receptacles:
             break
     scene.receptacles[thor_id] = rtype
-    scene.poses[thor_id] = (round(float(x) / 0.25), round(float(z) / 0.25), rng.randrange(4), 30)
+    scene.poses[thor_id] = (*_grid_xz(x, z), rng.randrange(4), 30)
 
 
 def _make_locations_unique(scene: Scene) -> None:
@@ -272,7 +277,7 @@ def _agent_start(scene: Scene, points: Any, rng: random.Random) -> tuple[int, in
     taken = set(scene.poses.values())
     while True:
         x, z = points[rng.randrange(len(points))]
-        pose = (round(float(x) / 0.25), round(float(z) / 0.25), rng.randrange(4), 30)
+        pose = (*_grid_xz(x, z), rng.randrange(4), 30)
         if pose not in taken:
             return pose
 

@@ -31,10 +31,11 @@ What stays different from upstream in both modes:
   (``collect_game_files`` skips ``Sliced`` dirs) and its six policies no slicing subgoal, only
   the ``slice`` branch of ``BasePolicy.act`` (ported as is: ``examine`` the receptacle when
   nothing is visible, else ``slice <random target> with <first held object>``).  Here the
-  subgoals of a sliced task are ALFRED's: find a knife, take it, find the object, slice it, then
-  the task's own subgoals, taking a sliced instance; the knife is put down right after slicing
-  (on the receptacle there, else where it was taken from).  In ``"upstream"`` mode the
-  ``move`` bookkeeping bug keeps the knife in the expert's inventory, so it fails most of them.
+  subgoals of a sliced task are ALFRED's (``"fixed"`` only): find a knife, take it, find the object,
+  slice it, then the task's own subgoals, taking a sliced instance; the knife is put down right
+  after slicing (on the receptacle there, else where it was taken from).  ``"upstream"`` plays
+  a sliced task exactly as upstream's expert would (as its plain twin, never slicing), so it
+  loses them.
 * Upstream picks "the" already placed object of a pick-two task from TextWorld's fact set,
   whose order depends on Python's hash seed; here: the start facts in name order, then the
   placement order.
@@ -217,14 +218,16 @@ class HandCodedExpert:
         self.upstream_move_bug = expert_type == "upstream"
         self.task_params = dict(task_params)
         self.task_type = self.task_params["task_type"]
-        self.sliced_task = bool(self.task_params.get("object_sliced"))
+        # Upstream's policies have no slicing subgoals (its released games have no sliced tasks):
+        # in upstream mode a sliced task is played like its plain twin, and lost.
+        self.sliced_task = bool(self.task_params.get("object_sliced")) and expert_type == "fixed"
         self.OBJECTS = priors["objects"]
         self.RECEPTACLES = priors["receptacles"]
         self.OPENABLE_OBJECTS = priors["openable"]
         self.OBJECT_TO_VAL_RECEPTACLE = {
             o: [r for r, objs in priors["val_receptacle_objects"].items() if o in objs] for o in self.OBJECTS
         }
-        self.subgoals = _subgoals(self.task_type, self.task_params)
+        self.subgoals = _subgoals(self.task_type, self.task_params, self.sliced_task)
         self.facts = _FeedbackFacts(start_facts if expert_type == "upstream" else None)
         self.receptacles: dict[str, str] = {}
         self.visible_objects: dict[str, str] = {}
@@ -590,8 +593,8 @@ def _slicing_subgoals(obj: str) -> list[tuple[str, str]]:
 _SLICING_SUBGOAL_COUNT = 4  # _slicing_subgoals' length: a sliced task's own subgoals start there
 
 
-def _subgoals(task_type: str, params: Mapping[str, Any]) -> list[tuple[str, str]]:
-    if params.get("object_sliced"):
+def _subgoals(task_type: str, params: Mapping[str, Any], sliced: bool) -> list[tuple[str, str]]:
+    if sliced:
         return _slicing_subgoals(params["object_target"]) + _task_subgoals(task_type, params)
     return _task_subgoals(task_type, params)
 
