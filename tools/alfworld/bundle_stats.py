@@ -18,9 +18,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentgym_budget.envs.alfworld.game import TASK_TYPES, AlfredGame, load_games
+from tools.alfworld.generate import floor_plan_of, room_type
 
 SPLITS = ("train", "valid_seen", "valid_unseen")
-_ROOM_TYPES = (("kitchen", 1, 30), ("living room", 201, 230), ("bedroom", 301, 330), ("bathroom", 401, 430))
+#: ALFRED's room types (generate.room_type) as the tables print them, in row order.
+_ROOM_LABELS = {"Kitchen": "kitchen", "LivingRoom": "living room", "Bedroom": "bedroom", "Bathroom": "bathroom"}
 
 
 @dataclass(frozen=True)
@@ -45,9 +47,8 @@ def room_of(game: AlfredGame) -> Room:
     receptacles = dict(re.findall(r"\(receptacleType (\S+) (\S+)Type\)", init))
     openable = set(re.findall(r"\(openable (\S+)\)", init))
     holders = Counter(r for _, r in re.findall(r"\(inReceptacle (\S+) (\S+)\)", init))
-    floor_plan = int(game.id.split("/")[0].rsplit("-", 1)[1])
     return Room(
-        room_type=next(name for name, low, high in _ROOM_TYPES if low <= floor_plan <= high),
+        room_type=_ROOM_LABELS[room_type(floor_plan_of(game.id))],
         receptacles=len(receptacles),
         non_openable_cabinets_drawers=sum(t in ("Cabinet", "Drawer") and r not in openable for r, t in receptacles.items()),
         objects=len(re.findall(r"\(objectType \S+ \S+Type\)", init)),
@@ -91,7 +92,7 @@ def room_table(games: Sequence[AlfredGame]) -> str:
     rooms = [room_of(g) for g in games]
     lines = ["| room type | games | receptacles | non-openable cabinets + drawers | objects | objects in the fullest receptacle | rooms with a garbage can |",
              "|---|---|---|---|---|---|---|"]
-    for name, _, _ in _ROOM_TYPES:
+    for name in _ROOM_LABELS.values():
         of_type = [r for r in rooms if r.room_type == name]
         if not of_type:
             continue

@@ -150,8 +150,14 @@ class Scene:
         return sorted(o for o, t in self.object_types.items() if t == otype)
 
 
-def _room_type(floor_plan: int) -> str:
+def room_type(floor_plan: int) -> str:
+    """ALFRED's room type of a THOR floor plan (``"Kitchen"``, ``"LivingRoom"``, ``"Bedroom"``, ``"Bathroom"``)."""
     return next(room for room, plans in _ROOM_TYPES.items() if floor_plan in plans)
+
+
+def floor_plan_of(game_id: str) -> int:
+    """The floor plan a game id names (``pick_and_place_simple-Apple-None-Fridge-10/trial_...`` -> 10)."""
+    return int(game_id.split("/")[0].rsplit("-", 1)[1])
 
 
 def _thor_coord(value: float) -> str:
@@ -501,7 +507,7 @@ def generate_games(split: str, count: int, seed: int, floor_plans: Sequence[int]
         if attempts > 50 * count + 1000:
             raise RuntimeError(f"could not generate {count} {split} games from floor plans {list(floor_plans)}")
         task_type = task_types[len(games) % len(task_types)]
-        plans = [p for p in floor_plans if _room_type(p) in alf.constants.GOALS_VALID[task_type]]
+        plans = [p for p in floor_plans if room_type(p) in alf.constants.GOALS_VALID[task_type]]
         floor_plan = rng.choice(plans)
         scene = _build_scene(alf, floor_plan, rng)
         candidates = _candidate_tasks(alf, scene, task_type)
@@ -626,7 +632,7 @@ def apply_checks(
         "surplus_dropped": solvable - len(kept),
         "games": len(kept),
         "per_task_type": {t: sum(g.task_type == t for g in kept) for t in TASK_TYPES.values()},
-        "floor_plans": sorted({int(g.id.split("/")[0].rsplit("-", 1)[1]) for g in kept}),
+        "floor_plans": sorted({floor_plan_of(g.id) for g in kept}),
         "sliced": sum(g.object_sliced for g in kept),
         "per_toggle_target": dict(sorted(Counter(g.toggle_target for g in kept if g.toggle_target).items())),
         "expert_plan_len": _min_median_max([g.expert_plan_len for g in kept if g.expert_plan_len is not None]),
