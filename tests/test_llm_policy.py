@@ -337,6 +337,20 @@ def test_a_row_whose_reply_ended_is_no_longer_fed(tiny) -> None:
     assert rows_fed == [sum(n > step + 1 for n in lengths) for step in range(lengths[-1] - 1)]
 
 
+def test_drawing_each_rows_random_numbers_ahead_changes_no_reply(tiny, monkeypatch) -> None:
+    """A row's draws for a whole reply at once (the default for a small vocabulary) equal one draw per token."""
+    import agentgym_budget.policies.hf as hf
+
+    model, tokenizer = tiny
+    sampling = Sampling(temperature=1.0, top_p=0.9, max_new_tokens=10)
+    ahead = HFChatBackend(model, tokenizer).complete(CHATS, seeds=[3, 4, 5], sampling=sampling)
+    monkeypatch.setattr(hf, "_DRAWS_PER_ROW", 1)  # a block of one token: one random call per row per token
+    one_by_one = HFChatBackend(model, tokenizer).complete(CHATS, seeds=[3, 4, 5], sampling=sampling)
+    assert [c.completion_ids for c in ahead] == [c.completion_ids for c in one_by_one]
+    assert [c.logprobs for c in ahead] == [c.logprobs for c in one_by_one]
+    assert len({tuple(c.completion_ids) for c in ahead}) == 3  # the rows did sample (different seeds, replies)
+
+
 @pytest.mark.slow
 def test_the_compiled_decode_step_gives_the_eager_replies(tiny) -> None:
     model, tokenizer = tiny

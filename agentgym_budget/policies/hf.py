@@ -282,13 +282,13 @@ class HFChatBackend:
         torch = self._torch
         device = next(self.model.parameters()).device
         batch = self._prefill(prompts, self._reusable(prompts, keys), device, sampling.max_new_tokens)
-        generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        draws = _UniformDraws(torch, seeds, device, sampling.max_new_tokens, batch.logits.shape[-1])
         stopper = _StopStrings(self.tokenizer, sampling.stop, len(prompts))
         replies: list[list[int]] = [[] for _ in prompts]
         logprobs: list[list[float]] = [[] for _ in prompts]
         for step in range(sampling.max_new_tokens):
-            tokens, ended = self._sample_next(batch, [generators[r] for r in batch.rows], sampling, stopper,
-                                              replies, logprobs)
+            tokens, ended = self._sample_next(batch, draws.next(batch.rows) if sampling.temperature else None,
+                                              sampling, stopper, replies, logprobs)
             if step == sampling.max_new_tokens - 1:
                 ended = list(range(len(batch.rows)))
             if ended and keys is not None:
@@ -302,10 +302,10 @@ class HFChatBackend:
             self._step(batch, tokens)
         return replies, logprobs
 
-    def _sample_next(self, batch: _Batch, generators: list[Any], sampling: Sampling, stopper: _StopStrings,
+    def _sample_next(self, batch: _Batch, uniform: Any, sampling: Sampling, stopper: _StopStrings,
                      replies: list[list[int]], logprobs: list[list[float]]) -> tuple[Any, list[int]]:
         """Sample each row's next token into its reply; ``(tokens, places of the rows whose reply ended)``."""
-        tokens, token_logprobs = _sample(self._torch, batch.logits, generators, sampling)
+        tokens, token_logprobs = _sample(self._torch, batch.logits, uniform, sampling)
         ended = []
         for place, (row, token, logprob) in enumerate(zip(batch.rows, tokens.tolist(), token_logprobs.tolist())):
             replies[row].append(token)
@@ -468,8 +468,12 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return int(differ[0]) if differ.size else n
 
 
-def _sample(torch: Any, logits: Any, generators: Sequence[Any], sampling: Sampling) -> tuple[Any, Any]:
-    """Next token and its log-probability per row: greedy at temperature 0, else temperature + top-p."""
+def _sample(torch: Any, logits: Any, uniform: Any, sampling: Sampling) -> tuple[Any, Any]:
+    """Next token and its log-probability per row: greedy at temperature 0, else temperature + top-p.
+
+    ``uniform`` (``[rows, vocab]``, from :class:`_UniformDraws`; unused at temperature 0) is each
+    row's draw for this token.
+    """
     logits = logits.float()
     if sampling.temperature == 0:
         tokens = logits.argmax(-1)
@@ -483,10 +487,41 @@ def _sample(torch: Any, logits: Any, generators: Sequence[Any], sampling: Sampli
         scores = torch.full_like(scores, float("-inf")).scatter(-1, order, sorted_scores)
     logp = torch.log_softmax(scores, -1)
     # Gumbel-max with one generator per row: row i's draw depends on its own seed alone.
-    uniform = torch.stack([torch.rand(scores.shape[-1], generator=g, device=scores.device) for g in generators])
     gumbel = -torch.log(-torch.log(uniform.clamp_(1e-20, 1.0)))
     tokens = (logp + gumbel).argmax(-1)
     return tokens, logp.gather(-1, tokens[:, None])[:, 0]
+
+
+class _UniformDraws:
+    """Each row's uniform draws for its next tokens, taken from its own seeded generator a block of tokens at a time.
+
+    ``torch.rand((n, vocab), generator=g)`` yields the same numbers as ``n`` calls of
+    ``torch.rand(vocab, generator=g)``, so drawing ahead changes no reply; it turns one small
+    random call per row per token (a per-row cost that batching cannot share) into one per row
+    per block.  A block holds at most :data:`_DRAWS_PER_ROW` numbers, so a large vocabulary
+    draws one token at a time, as before.
+    """
+
+    def __init__(self, torch: Any, seeds: Sequence[int], device: Any, max_tokens: int, vocab: int) -> None:
+        self.torch, self.device, self.vocab = torch, device, vocab
+        self.generators = [torch.Generator(device=device).manual_seed(int(s)) for s in seeds]
+        self.block = max(1, min(max_tokens, _DRAWS_PER_ROW // max(vocab, 1)))
+        self.drawn: Any = None  # [rows, block, vocab]
+        self.used = self.block  # tokens of the current block taken (a full block: draw the next)
+
+    def next(self, rows: Sequence[int]) -> Any:
+        """The draws ``[len(rows), vocab]`` for the next token of the batch rows ``rows`` (original row indices)."""
+        if self.used == self.block:
+            # every row draws its block, finished ones too: a row's numbers never depend on the others
+            self.drawn = self.torch.stack([self.torch.rand((self.block, self.vocab), generator=g, device=self.device)
+                                           for g in self.generators])
+            self.used = 0
+        self.used += 1
+        return self.drawn[list(rows), self.used - 1]
+
+
+#: Most uniform numbers drawn ahead per row (1 MiB of float32): a whole reply of a small vocabulary.
+_DRAWS_PER_ROW = 2**18
 
 
 class _StopStrings:
