@@ -293,7 +293,8 @@ def _measure_probes(plan: EvaluationPlan, result: PassKTResult) -> None:
     """``config.probes`` probe states: outcomes into ``result.metrics["probes"]`` (and ``out/probes.json``)."""
     config = plan.config
     probes = build_probes(plan.env_id, config.probes, plan.seed, plan.env_kwargs)
-    outcome = run_probes(plan.env_id, plan.policy, probes, plan.env_kwargs, plan.policy_kwargs, seed=plan.seed,
+    # the plan's policy (each probe resets it), not a second one built from the name
+    outcome = run_probes(plan.env_id, plan.policy_obj, probes, plan.env_kwargs, seed=plan.seed,
                          horizon=config.probe_horizon, bootstrap=config.bootstrap, ci_level=config.ci_level)
     result.metrics["probes"] = {key: value for key, value in outcome.items() if key != "probes"}
     if config.out is not None:
