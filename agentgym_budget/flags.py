@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import functools
 import inspect
 import json
 import textwrap
@@ -117,7 +118,21 @@ def flag_table(cls: type) -> str:
 
 
 def field_docs(cls: type) -> dict[str, str]:
-    """The docstring under each field of ``cls`` (read from the source, as CleanRL's tyro does)."""
+    """The docstring under each field of ``cls`` (read from the source, as CleanRL's tyro does).
+
+    The source is parsed once per class (every ``--help`` and flag table asks again); each call
+    gets its own copy, so a caller may change it.
+
+    Example:
+        >>> from agentgym_budget.eval.config import EvalConfig
+        >>> field_docs(EvalConfig)["seed"], field_docs(EvalConfig) is field_docs(EvalConfig)
+        ('base seed (default 0)', False)
+    """
+    return dict(_parsed_field_docs(cls))
+
+
+@functools.cache
+def _parsed_field_docs(cls: type) -> dict[str, str]:
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):

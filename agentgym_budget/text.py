@@ -3,6 +3,9 @@
 * :data:`INVALID_ACTION_FEEDBACK` — what every env answers to an action it cannot apply;
 * :data:`ACTION_EFFECTS` — the values of ``info["action_effect"]``, the per-step fact every
   text env reports about the action it just applied (see :mod:`agentgym_budget.envs.base`);
+* :func:`is_invalid` — whether a turn's action was invalid: the one definition that the
+  evaluator's metrics, the trainer's count and ``ProcessReward``'s penalty all use, from the
+  turn's :func:`admissibility` and effect;
 * :func:`family_name` — which env family an env id belongs to (``"ALFWorld-Budget-v0"`` →
   ``"ALFWorld"``), for ids of ours and of anyone else;
 * :func:`printable_line` — outside text (a server's error, a path) made safe for a terminal:
@@ -13,6 +16,8 @@ Example:
     >>> from agentgym_budget.text import INVALID_ACTION_FEEDBACK, family_name
     >>> INVALID_ACTION_FEEDBACK
     'Nothing happens.'
+    >>> is_invalid(admissibility("TAKE KEY", ["take key"]), effect="progress")  # the env accepted it
+    False
     >>> family_name("TextWorld-Cooking-Budget-v0"), family_name("my_pkg/Maze-v3")
     ('TextWorld-Cooking', 'Maze')
     >>> printable_line("bad\\x1b[2J\\x1b]0;pwned\\x07 gateway\\n\\tretry")
@@ -28,8 +33,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from gymnasium.envs.registration import parse_env_id
 
-__all__ = ["ACTION_EFFECTS", "BUDGET_ID_SUFFIX", "INVALID_ACTION_FEEDBACK", "NO_STATE_CHANGE", "family_name",
-           "printable_line", "redact_url"]
+__all__ = ["ACTION_EFFECTS", "BUDGET_ID_SUFFIX", "INVALID_ACTION_FEEDBACK", "NO_STATE_CHANGE", "admissibility",
+           "family_name", "is_invalid", "printable_line", "redact_url"]
 
 #: What the environments answer to an action they do not understand or cannot apply.
 INVALID_ACTION_FEEDBACK: str = "Nothing happens."
@@ -41,8 +46,41 @@ INVALID_ACTION_FEEDBACK: str = "Nothing happens."
 ACTION_EFFECTS: tuple[str, ...] = ("invalid", "no_effect", "progress", "neutral", "regress")
 #: The effects that leave the state as it was.
 NO_STATE_CHANGE: frozenset[str] = frozenset({"invalid", "no_effect"})
+#: A turn's admissibility when the env listed no commands.
+ADMISSIBILITY_UNKNOWN: int = -1
 #: ``X-Budget-v0`` is family ``X`` under a TurnBudget.
 BUDGET_ID_SUFFIX: str = "-Budget"
+
+
+def admissibility(action: object, commands: list[str] | tuple[str, ...] | None) -> int:
+    """1 if ``action`` is among the admissible ``commands`` (exactly as written), 0 if not,
+    :data:`ADMISSIBILITY_UNKNOWN` (-1) if the env gave no list.
+
+    Example:
+        >>> admissibility("look", ["look", "go north"]), admissibility(" look", ["look"]), admissibility("look", None)
+        (1, 0, -1)
+    """
+    return int(action in commands) if commands else ADMISSIBILITY_UNKNOWN
+
+
+def is_invalid(admissible: int, effect: str = "") -> bool:
+    """Whether a turn's action was invalid, from the turn's facts.
+
+    ``effect`` is the env's ``info["action_effect"]`` after the turn (``""``: not reported);
+    ``admissible`` is the turn's :func:`admissibility`.  The env's verdict wins when it gives
+    one: an action the env applies though it was not listed (another spelling, a command the
+    list leaves out) is valid, and one it rejects though listed is invalid.  The list decides
+    only for an env that reports no effect; the feedback text (``"Nothing happens."``) never does.
+
+    Example:
+        >>> is_invalid(admissible=0), is_invalid(admissible=0, effect="progress"), is_invalid(1, effect="invalid")
+        (True, False, True)
+        >>> is_invalid(admissible=-1)  # no list, no verdict: not counted
+        False
+    """
+    if effect:
+        return effect == "invalid"
+    return admissible == 0
 
 
 def family_name(env_id: str) -> str:

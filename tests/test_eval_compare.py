@@ -176,6 +176,26 @@ def test_eval_with_probes_and_compare_pairs_them(tmp_path, capsys) -> None:
     assert "success_to_go" in capsys.readouterr().out
 
 
+def test_eval_with_probes_builds_the_policy_once() -> None:
+    from agentgym_budget.policies.base import POLICIES, register_policy
+    from agentgym_budget.policies.baselines import ExpertPolicy
+
+    built = []
+
+    @register_policy("counted-expert")
+    def counted_expert() -> ExpertPolicy:
+        built.append(1)
+        return ExpertPolicy()
+
+    try:
+        result = evaluate(KEYDOOR, "counted-expert", ks=(1,), ts=(2,), tasks=2, attempts=1, workers=1, probes=4,
+                          bootstrap=10, plots=False, progress=False)
+    finally:
+        del POLICIES["counted-expert"]
+    assert len(built) == 1
+    assert result.metrics["probes"]["agreement"] == [1] * 4
+
+
 def test_seeds_that_draw_the_same_game_are_recorded_and_warned_about(tmp_path) -> None:
     with pytest.warns(RepeatedGamesWarning, match=r"20 task seeds drew 15 distinct games"):
         result = evaluate(KEYDOOR, "expert", ks=(1,), ts=(2,), tasks=20, attempts=1, bootstrap=0)

@@ -57,3 +57,17 @@ def test_evaluate_takes_a_config_or_the_keywords_that_build_one() -> None:
 def test_the_ray_backend_needs_its_executor() -> None:
     with pytest.raises(ValueError, match="executor=RayExecutor"):
         evaluate(EvalConfig(**SMALL, backend="ray"))
+
+
+def test_field_docs_parse_the_source_once_per_class_and_read_the_same(monkeypatch) -> None:
+    import inspect
+
+    from agentgym_budget.flags import _parsed_field_docs, field_docs
+
+    fresh = _parsed_field_docs.__wrapped__(EvalConfig)  # the uncached parse
+    assert field_docs(EvalConfig) == fresh and fresh["seed"] == "base seed (default 0)"
+    calls = []
+    monkeypatch.setattr(inspect, "getsource", lambda cls: calls.append(cls) or "")
+    docs = field_docs(EvalConfig)
+    docs.clear()  # a caller's copy: the cache keeps its own
+    assert field_docs(EvalConfig) == fresh and calls == []

@@ -155,6 +155,8 @@ RESULT_TAMPERING = {
     "too many successes": (lambda d: d["successes"][0].__setitem__(0, 99), "successes: more than the 2 attempts"),
     "timing script": (lambda d: d["timing"].__setitem__("episodes", PAYLOAD), "timing.episodes: expected a finite"),
     "versions script": (lambda d: d["config"].__setitem__("versions", PAYLOAD), "config: versions: expected an object"),
+    "env_settings script": (lambda d: d["config"].__setitem__("env_settings", PAYLOAD),
+                            "config: env_settings: expected an object"),
     "short plan_lengths": (lambda d: d["plan_lengths"].pop(), "plan_lengths: 2 entries for 3 tasks"),
     "grid shape": (lambda d: d["pass"].pop(), r"pass: expected 2 rows of 2 values"),
     "unknown key": (setter("script", PAYLOAD), "unknown key 'script'"),
@@ -190,7 +192,15 @@ def test_old_files_without_the_later_keys_still_load(folder) -> None:
     path = folder / EPISODES_FILE
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     path.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in later}) + "\n" for r in lines))
-    edit_result(folder, lambda d: [d.pop("usage"), d.pop("task_games"), d["config"].pop("versions")])
+    edit_result(folder, lambda d: [d.pop("usage"), d.pop("task_games"), d["config"].pop("versions"),
+                                   d["config"].pop("env_settings")])
     run = load_run(folder)
     assert len(run.records) == 3 * 2 * 1 and all(r.effect == [] and r.game == "" for r in run.records)
-    assert run.result.task_games == [] and run.result.usage == {}
+    assert run.result.task_games == [] and run.result.usage == {} and "env_settings" not in run.result.config
+
+
+def test_the_result_records_every_env_setting_with_its_defaults(original) -> None:
+    """KeyDoor was run without env kwargs: its split is recorded all the same (the constructor's default)."""
+    config = PassKTResult.load(original).config
+    assert config["env_kwargs"] == {}
+    assert config["env_settings"] == {"split": "all", "render_mode": None}

@@ -320,3 +320,38 @@ def test_missing_textworld_names_the_extra(monkeypatch, env_id):
     monkeypatch.setitem(sys.modules, "textworld", None)  # import textworld -> ImportError
     with pytest.raises(MissingBackendError, match=r"pip install 'agentgym-budget\[textworld\]'"):
         gym.make(env_id)
+
+
+@needs_textworld
+def test_loading_a_game_holds_the_parser_lock_the_alfworld_engine_takes(cache, monkeypatch):
+    # TextWorld's logic parser is one object per process: loading a game parses with it, as ALFWorld's
+    # real engine does on every step, so both take the same lock.
+    import threading
+
+    import textworld
+
+    from agentgym_budget.envs.alfworld import textworld_engine
+    from agentgym_budget.envs.textworld.parser_lock import TEXTWORLD_LOCK
+
+    assert textworld_engine.TEXTWORLD_LOCK is TEXTWORLD_LOCK
+    real_start, held = textworld.start, []
+
+    def try_lock() -> None:  # from another thread: fails while the loading thread holds the lock
+        acquired = TEXTWORLD_LOCK.acquire(blocking=False)
+        held.append(not acquired)
+        if acquired:
+            TEXTWORLD_LOCK.release()
+
+    def start(*args, **kwargs):
+        other = threading.Thread(target=try_lock)
+        other.start()
+        other.join()
+        return real_start(*args, **kwargs)
+
+    monkeypatch.setattr(textworld, "start", start)
+    env = gym.make("TextWorld-v0")
+    try:
+        env.reset(seed=0)
+    finally:
+        env.close()
+    assert held == [True]

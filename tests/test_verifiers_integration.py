@@ -197,7 +197,7 @@ def test_arguments_the_adapter_sets_itself_are_refused_in_one_line(name: str) ->
 @pytest.mark.slow
 def test_concurrent_rollouts_on_the_real_engine_end_without_errors_and_overlap() -> None:
     # TextWorld's parsers are shared by all engines of a process; the engines take turns on them
-    # (textworld_engine._TEXTWORLD_LOCK), so rollouts in threads cannot corrupt each other.
+    # (envs.textworld.parser_lock.TEXTWORLD_LOCK), so rollouts in threads cannot corrupt each other.
     from agentgym_budget._optional import is_installed
 
     if not all(is_installed(m) for m in ("textworld", "alfworld", "fast_downward")):

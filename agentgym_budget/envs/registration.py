@@ -22,6 +22,8 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -40,10 +42,12 @@ __all__ = [
     "EnvFamily",
     "MultiAgentFamily",
     "budget_env_id",
+    "env_settings",
     "eval_kwargs_of",
     "family_of",
     "make_budget_env",
     "make_multi_agent_env",
+    "plain_defaults",
     "register_envs",
 ]
 
@@ -234,6 +238,48 @@ def eval_kwargs_of(env_id: str) -> dict[str, Any]:
         return dict(family_of(env_id).eval_kwargs)
     except gym.error.NameNotFound:
         return {}
+
+
+def env_settings(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Every setting of the env ``make_budget_env(env_id, ..., **kwargs)`` builds, defaults included:
+    its constructor's plain-valued defaults, then the registration's kwargs, then ``kwargs``.
+
+    What a results file records, so a reader sees the settings a run left at their defaults
+    (ALFWorld's ``expert_type``, ``engine``) as well as those it gave.
+
+    Example:
+        >>> import agentgym_budget
+        >>> settings = env_settings("ALFWorld-Budget-v0", {"expert_plan_horizon": 200})
+        >>> settings["expert_type"], settings["engine"], settings["expert_plan_horizon"]
+        ('upstream', 'fast', 200)
+    """
+    spec = gym.spec(env_id)
+    if spec.entry_point == _BUDGET_ENTRY_POINT:  # an X-Budget-v0 id: the settings of its env
+        return env_settings(spec.kwargs["env_id"], kwargs)
+    entry_point = spec.entry_point
+    try:
+        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+    except (ImportError, AttributeError):  # a backend whose extra is missing: making it will say so
+        creator = None
+    return {**plain_defaults(creator), **spec.kwargs, **kwargs}
+
+
+def plain_defaults(source: Callable[..., Any] | None) -> dict[str, Any]:
+    """The parameters of ``source`` (a class or function) whose default is a plain value: a default
+    object (e.g. ``Sampling()``) is what the caller replaces, not a setting to record.
+
+    Example:
+        >>> def make(name: str, p: float = 0.5, sampling: object = object(), shape: tuple = (1, 2)): ...
+        >>> plain_defaults(make), plain_defaults(None)
+        ({'p': 0.5, 'shape': (1, 2)}, {})
+    """
+    try:
+        parameters = inspect.signature(source).parameters.values() if source is not None else ()
+    except (TypeError, ValueError):  # no signature to read (a builtin)
+        return {}
+    return {p.name: p.default for p in parameters
+            if p.default is not inspect.Parameter.empty
+            and isinstance(p.default, (str, int, float, bool, type(None), tuple))}
 
 
 def budget_env_id(env_id: str) -> str | None:

@@ -34,7 +34,6 @@ Example:
 
 from __future__ import annotations
 
-import inspect
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -45,7 +44,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from agentgym_budget.envs.registration import eval_kwargs_of
+from agentgym_budget.envs.registration import env_settings, eval_kwargs_of, plain_defaults
 from agentgym_budget.eval.episode_log import EpisodeLog, EvaluationInterrupted, run_identity
 from agentgym_budget.eval.config import MODES, EvalConfig
 from agentgym_budget.eval.metrics import behaviour_metrics
@@ -183,13 +182,7 @@ def policy_settings(policy: str | Policy, policy_kwargs: dict[str, Any], policy_
         # The built policy's class, then the factory: a factory may be a thin (*args, **kwargs) wrapper.
         defaults: dict[str, Any] = {}
         for source in (type(policy_obj) if policy_obj is not None else None, POLICIES.get(policy)):
-            try:
-                parameters = inspect.signature(source).parameters.values() if source is not None else ()
-            except (TypeError, ValueError):
-                continue
-            # plain values only: a default object (e.g. LLMPolicy's Sampling()) is what the factory replaces
-            defaults.update({p.name: p.default for p in parameters
-                             if isinstance(p.default, (str, int, float, bool, type(None), tuple))})
+            defaults.update(plain_defaults(source))  # plain values: LLMPolicy's Sampling() is the factory's to replace
         return {**defaults, **policy_kwargs}
     attributes = vars(policy_obj if policy_obj is not None else policy) if hasattr(policy, "__dict__") else {}
     return {k: v for k, v in sorted(attributes.items())
@@ -281,7 +274,9 @@ def run_evaluation(plan: EvaluationPlan, *, executor: Executor | None = None,
     successes = success_counts(records, plan.ts, plan.tasks)
     grid = passkt_grid(successes, plan.attempts, plan.ks, plan.ts, bootstrap=config.bootstrap,
                        ci_level=config.ci_level, seed=plan.seed)
-    recorded = {"env_kwargs": _jsonable(plan.env_kwargs), "policy_kwargs": _jsonable(plan.policy_settings),
+    recorded = {"env_kwargs": _jsonable(plan.env_kwargs),
+                "env_settings": _jsonable(env_settings(plan.env_id, plan.env_kwargs)),  # defaults too
+                "policy_kwargs": _jsonable(plan.policy_settings),
                 "workers": config.workers, "concurrency": config.concurrency, "executor": type(executor).__name__,
                 "bootstrap": config.bootstrap, "requested_mode": config.mode, "transcripts": transcripts,
                 "versions": versions()}
@@ -298,7 +293,8 @@ def _measure_probes(plan: EvaluationPlan, result: PassKTResult) -> None:
     """``config.probes`` probe states: outcomes into ``result.metrics["probes"]`` (and ``out/probes.json``)."""
     config = plan.config
     probes = build_probes(plan.env_id, config.probes, plan.seed, plan.env_kwargs)
-    outcome = run_probes(plan.env_id, plan.policy, probes, plan.env_kwargs, plan.policy_kwargs, seed=plan.seed,
+    # the plan's policy (each probe resets it), not a second one built from the name
+    outcome = run_probes(plan.env_id, plan.policy_obj, probes, plan.env_kwargs, seed=plan.seed,
                          horizon=config.probe_horizon, bootstrap=config.bootstrap, ci_level=config.ci_level)
     result.metrics["probes"] = {key: value for key, value in outcome.items() if key != "probes"}
     if config.out is not None:

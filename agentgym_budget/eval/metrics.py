@@ -35,9 +35,9 @@ from typing import Any
 
 import numpy as np
 
-from agentgym_budget.eval.outcome import is_invalid
 from agentgym_budget.eval.records import UNKNOWN, EpisodeRecord, records_for_budget
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
+from agentgym_budget.text import is_invalid
 
 __all__ = [
     "DEFAULT_EARLY_TURNS",

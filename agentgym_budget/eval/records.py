@@ -16,6 +16,7 @@ from typing import Any
 
 from agentgym_budget.eval.schema import NOT_IN_FILE, Bit, Index, Known, NonNegative, RecordError, Ternary, Turn, checked
 from agentgym_budget.policies.base import PolicyReply
+from agentgym_budget.text import admissibility
 
 __all__ = [
     "EpisodeJob",
@@ -193,7 +194,7 @@ def turn_facts(action: str, info_before: dict[str, Any], info_after: dict[str, A
     effect = str(info_after.get("action_effect", ""))
     return {
         "expert_match": expert_match_of(action, info_before),
-        "admissible": int(action in commands) if commands else UNKNOWN,
+        "admissible": admissibility(action, commands),
         "no_effect": int(effect == "no_effect"),
         "plan_left": plan_length_of(info_after),
         "effect": effect,

@@ -233,6 +233,8 @@ def _identity(run: RunData, label: str) -> str:
     timing = r.timing
     rows = [
         ("results", str(run.folder)), ("env", r.env_id), ("env kwargs", _kwargs(config.get("env_kwargs", {}))),
+        ("env settings", _kwargs(config["env_settings"]) if config.get("env_settings")
+         else "not recorded (written before results kept them)"),
         ("policy", r.policy), ("policy kwargs", _kwargs(config.get("policy_kwargs", {}))),
         ("seed", r.seed), ("grid", f"K {', '.join(map(str, r.ks))} × T {', '.join(map(str, r.ts))}"),
         ("episodes", f"{r.n_tasks} tasks × {r.attempts} attempts, mode {r.mode}"

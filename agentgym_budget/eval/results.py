@@ -258,6 +258,8 @@ class RunConfig:
     """``passkt.json``'s ``config``: the settings of the run (every key optional: older files lack some)."""
 
     env_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: every setting of the env, defaults included (files before it: only env_kwargs)
+    env_settings: dict[str, Any] = field(default_factory=dict)
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     workers: Positive | None = None
     concurrency: Positive = 1

@@ -9,7 +9,8 @@ policy, batched KV-cache generation and reply parser the evaluator's ``hf`` poli
 keeps, per turn, the prompt's token ids and the sampled reply tokens (what the loss scores).
 The loop is the evaluator's (:func:`~agentgym_budget.eval.runner.play_episodes`, with every
 episode in flight at once); this module only records.  "Done", "invalid" and the sampling
-seeds come from :mod:`~agentgym_budget.eval.outcome` and :mod:`~agentgym_budget.seeds`.
+seeds come from :mod:`~agentgym_budget.eval.outcome`, :func:`~agentgym_budget.text.is_invalid`
+and :mod:`~agentgym_budget.seeds`.
 Every turn of every running episode goes through one batched generation; an episode's
 tokens are drawn from its own seed (from the sampling seed and its index), so they do not
 depend on which episodes share a batch.  A reply's command is played as written (exact
@@ -51,14 +52,14 @@ import torch
 
 from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
-from agentgym_budget.eval.outcome import episode_over, is_invalid
+from agentgym_budget.eval.outcome import episode_over
 from agentgym_budget.eval.runner import play_episodes
 from agentgym_budget.policies.base import PolicyReply
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.hf import HFChatBackend
 from agentgym_budget.policies.llm import LLMPolicy
 from agentgym_budget.seeds import episode_sampling_seed
-from agentgym_budget.text import printable_line
+from agentgym_budget.text import admissibility, is_invalid, printable_line
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.wrappers import ProcessReward
 
@@ -91,7 +92,7 @@ class Episode:
     turns: list[Turn] = field(default_factory=list)
     won: bool = False
     terminated: bool = False  # the MDP ended (won or lost); False when the budget truncated it
-    invalid_actions: int = 0  # commands that were not admissible
+    invalid_actions: int = 0  # turns whose command was invalid (agentgym_budget.text.is_invalid)
     env_failures: int = 0  # times the env raised while this episode was played (0, 1 or 2)
     failed: bool = False  # no attempt finished (the env raised twice): no turns, its group is dropped
 
@@ -194,14 +195,15 @@ class _Recorder:
 
     def step(self, reply: PolicyReply) -> None:
         episode, completion = self.episode, reply.completion
-        # by the list alone (no action_effect): the trainer's count before eval.outcome existed
-        episode.invalid_actions += is_invalid(int(reply.action in self.info["admissible_commands"]))
+        admissible = admissibility(reply.action, self.info.get("admissible_commands"))
         try:
             self.obs, _, terminated, truncated, self.info = self.env.step(reply.action)
         except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
             _fail(episode, error, f"step {len(episode.turns) + 1}")
             self.done = True
             return
+        # the evaluator's definition: the env's verdict, the list only where the env gives none
+        episode.invalid_actions += is_invalid(admissible, str(self.info.get("action_effect", "")))
         episode.turns.append(Turn(completion.prompt_ids, completion.completion_ids, reply.action,
                                   float(self.info.get("process_reward", 0.0))))
         episode.won = episode.won or bool(self.info.get("won", False))

@@ -74,7 +74,7 @@ from typing import Any, Literal, Protocol, SupportsFloat, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from agentgym_budget.text import NO_STATE_CHANGE, family_name
+from agentgym_budget.text import admissibility, family_name, is_invalid
 
 __all__ = [
     "SIGNALS",
@@ -142,10 +142,10 @@ class InvalidActionPenalty:
         return -float(self._count)
 
     def is_invalid(self, action: Any, info: dict[str, Any]) -> bool:
-        """The env's ``action_effect`` says nothing changed (else: the action was not admissible)."""
-        if "action_effect" in info:
-            return info["action_effect"] in NO_STATE_CHANGE
-        return self._admissible is not None and isinstance(action, str) and action.strip() not in self._admissible
+        """The action was invalid (:func:`~agentgym_budget.text.is_invalid`, the evaluator's
+        definition) or the env says it changed nothing (``action_effect == "no_effect"``)."""
+        effect = str(info.get("action_effect", ""))
+        return is_invalid(admissibility(action, self._admissible), effect) or effect == "no_effect"
 
 
 class StepRewardSum:

@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import copy
 import functools
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.envs.alfworld.engine import EngineStep
 from agentgym_budget.envs.alfworld.game import AlfredGame
+from agentgym_budget.envs.textworld.parser_lock import TEXTWORLD_LOCK  # they are not thread-safe
 
 __all__ = ["TextWorldAlfredEngine", "memoize_textworld_parsers"]
 
@@ -38,11 +38,6 @@ _WHAT = "ALFWorld's real engine (engine='textworld')"
 #: dominates the real engine's step: each step re-parses the same few hundred strings.
 _PARSER_MODULES = ("textworld.logic", "textworld.envs.pddl.textgen", "textworld.envs.pddl.logic")
 
-#: Those parsers are module-level TatSu parser objects with state (a rule stack), shared by every
-#: engine in the process: two engines parsing at once from two threads corrupt it (IndexError
-#: inside TatSu, seen with 4 concurrent verifiers rollouts).  Engines in one process therefore
-#: take turns; they are pure Python under the GIL, so this costs no parallelism.
-_TEXTWORLD_LOCK = threading.RLock()
 
 
 def memoize_textworld_parsers() -> None:
@@ -97,7 +92,7 @@ class TextWorldAlfredEngine:
         self.last_state: Any = None
 
     def reset(self, game: AlfredGame) -> EngineStep:
-        with _TEXTWORLD_LOCK:
+        with TEXTWORLD_LOCK:
             if game != self._game:
                 self._env.load(game.to_tw_pddl())  # PddlEnv.load takes the game dict as well as a path
                 self._game = game
@@ -106,12 +101,12 @@ class TextWorldAlfredEngine:
     def step(self, command: str) -> EngineStep:
         if self._game is None:
             raise RuntimeError("TextWorldAlfredEngine.step() called before reset()")
-        with _TEXTWORLD_LOCK:
+        with TEXTWORLD_LOCK:
             state, _, _ = self._env.step(command)
         return self._record(state)
 
     def close(self) -> None:
-        with _TEXTWORLD_LOCK:
+        with TEXTWORLD_LOCK:
             self._env.close()
         self._game = None
 

@@ -61,6 +61,7 @@ from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_e
 from agentgym_budget.envs.textworld.challenges import CHALLENGES
 from agentgym_budget.envs.textworld.commands import refusal, to_engine
 from agentgym_budget.envs.textworld.games import BUNDLED_SEEDS, ensure_game, game_seed
+from agentgym_budget.envs.textworld.parser_lock import TEXTWORLD_LOCK
 
 __all__ = ["TextWorldChallengeEnv", "TextWorldEnv"]
 
@@ -214,7 +215,8 @@ class _TextWorldGames(TextEnv):
             self._close_engine()
             textworld = require("textworld", _EXTRA, type(self).__name__)
             _silence_jericho_warning()
-            self._engine = textworld.start(str(self._tw_named(game)), request_infos=request_infos())
+            with TEXTWORLD_LOCK:  # loading parses the game's logic with TextWorld's shared parser
+                self._engine = textworld.start(str(self._tw_named(game)), request_infos=request_infos())
             self._engine_game = game
         return self._engine
 

@@ -37,6 +37,7 @@ from typing import Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.envs.textworld.challenges import SPLITS, Challenge, settings_key
+from agentgym_budget.envs.textworld.parser_lock import TEXTWORLD_LOCK
 
 __all__ = [
     "BUNDLED_SEEDS",
@@ -159,8 +160,9 @@ def _generate(challenge: Challenge, settings: Mapping[str, Any], seed: int, path
         options.path = str(workdir / path.name)
         options.file_ext = ".z8"
         make_game = TW_CHALLENGES[challenge.generator][1]
-        game = make_game(settings=dict(settings), options=options)
-        compiled = Path(compile_game(game, options))
+        with TEXTWORLD_LOCK:  # the generator parses rules and logic with TextWorld's shared parsers
+            game = make_game(settings=dict(settings), options=options)
+            compiled = Path(compile_game(game, options))
         os.replace(compiled.with_suffix(".json"), path.with_suffix(".json"))
         os.replace(compiled, path)  # last: a .z8 in the cache means the pair is complete
     finally:
