@@ -189,6 +189,7 @@ class HFChatBackend:
         self._prefixes: OrderedDict[Hashable, _Prefix] = OrderedDict()
         self._weights_version: int | None = None
         self.reused_tokens = self.prompt_tokens_run = 0  # how much of the prompts the cache spared
+        self._static = bool(compile)  # the compiled step needs the static layout (BatchKVCache(static=True))
         self._decode_step = compiled(model, enabled=compile, dynamic=True)
 
     def fit(self, conversation: Sequence[Message]) -> list[int]:
@@ -316,8 +317,11 @@ class HFChatBackend:
 
     def _step(self, batch: _Batch, tokens: Any) -> None:
         """Feed each row its sampled token: one forward pass writing one column of the cache."""
-        # a 4-D mask (a view) is used as it is: the model does not rebuild one from a 2-D mask every step
-        mask = batch.mask[:, None, None, : batch.cache.length + 1] if batch.mask is not None else None
+        if batch.cache.static:  # the whole capacity, this step's column opened (the later ones stay masked)
+            batch.mask[:, batch.cache.length] = True
+            mask = batch.mask[:, None, None, :]
+        else:  # a 4-D mask (a view) is used as it is: the model does not rebuild one from a 2-D mask every step
+            mask = batch.mask[:, None, None, : batch.cache.length + 1] if batch.mask is not None else None
         out = self._decode_step(input_ids=tokens[:, None], attention_mask=mask, position_ids=batch.next_position,
                                 use_cache=True, **{self._cache_arg: batch.model_cache})
         batch.cache.advance(1)
@@ -342,7 +346,7 @@ class HFChatBackend:
         past_width, new_width = max(past), max(len(n) for n in new)
         rows = len(prompts)
         # the last sampled token is never fed back
-        cache = BatchKVCache(capacity=past_width + new_width + max(max_new_tokens - 1, 0), rows=rows)
+        cache = BatchKVCache(past_width + new_width + max(max_new_tokens - 1, 0), rows=rows, static=self._static)
         input_ids = torch.full((rows, new_width), self.pad_id, dtype=torch.long)
         mask = torch.ones((rows, cache.capacity), dtype=torch.bool)
         mask[:, : past_width + new_width] = False
@@ -357,12 +361,16 @@ class HFChatBackend:
         if past_width:
             self._write_prefixes(cache, reused, past_width)
         # Without padding the mask is all ones: leaving it out spares the model building one per step.
-        mask = mask.to(device) if not bool(mask.all()) else None
+        padded = not bool(mask.all())
+        if self._static:  # the decode steps attend over the whole capacity: its columns open one per step
+            mask[:, past_width + new_width:] = False
+        mask = mask.to(device) if padded or self._static else None
         input_ids, positions = input_ids.to(device), positions.to(device)
-        group_rows = _PREFILL_ROWS if mask is not None else rows  # unpadded: one pass, no mask
+        group_rows = _PREFILL_ROWS if padded else rows  # unpadded: one pass, no mask
         groups = [slice(first, first + group_rows) for first in range(0, rows, group_rows)]
-        logits = torch.cat([self._prefill_group(cache, group, past, new, input_ids, positions, mask, past_width)
-                            for group in groups])
+        prefill_mask = mask if padded else None
+        logits = torch.cat([self._prefill_group(cache, group, past, new, input_ids, positions, prefill_mask,
+                                                past_width) for group in groups])
         cache.advance(new_width)
         next_position = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
         return _Batch(order, cache, cache.model_cache(self.model.config.num_hidden_layers), mask, next_position, logits)

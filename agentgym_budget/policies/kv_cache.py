@@ -44,12 +44,18 @@ class BatchKVCache:
             writes only some of them).
     """
 
-    def __init__(self, capacity: int, rows: int | None = None) -> None:
+    def __init__(self, capacity: int, rows: int | None = None, *, static: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
         self.rows = rows
         self.length = 0  # columns written so far, the same for every row (rows are padded on the left)
+        self.static = bool(static)
+        # static layout: ``length`` as a [1] tensor, so that a compiled step reads it as an input, not a constant
+        self.column: Any = None
+        if static:
+            torch = require("torch", "llm", "the KV cache")
+            self.column = torch.zeros(1, dtype=torch.long)
         self.keys: list[Any] = []  # per layer [rows, kv_heads, capacity, head_dim], allocated at first write
         self.values: list[Any] = []
         self._parent: tuple[BatchKVCache, slice, int] | None = None  # a window's cache, rows and first column
@@ -95,6 +101,20 @@ class BatchKVCache:
     def advance(self, columns: int) -> None:
         """Count ``columns`` more as written (after a forward pass has written them in every layer)."""
         self.length += int(columns)
+        if self.column is not None:
+            self.column.fill_(self.length)
+
+    def write_column(self, layer: int, keys: Any, values: Any) -> tuple[Any, Any]:
+        """Static layout: copy one column ``[rows, kv_heads, 1, head_dim]`` in at ``column``; the whole tensors.
+
+        The column is a tensor and the tensors returned are always ``[rows, kv_heads, capacity,
+        head_dim]``, so every decode step of a reply has the same shapes: a compiled step is traced
+        once, not once per token (the caller masks the columns not yet written).
+        """
+        self._allocate(layer, keys, values)  # no check of ``length`` here: a compiled step would specialise on it
+        self.keys[layer].index_copy_(2, self.column, keys)
+        self.values[layer].index_copy_(2, self.column, values)
+        return self.keys[layer], self.values[layer]
 
     def filled(self, layer: int) -> tuple[Any, Any]:
         """Views of layer ``layer``'s keys and values written so far ``[rows, kv_heads, length, head_dim]``."""
@@ -124,6 +144,8 @@ class BatchKVCache:
             self.keys[layer] = torch.zeros((rows, heads, self.capacity, dim), dtype=keys.dtype, device=keys.device)
             self.values[layer] = torch.zeros((rows, heads, self.capacity, values.shape[-1]), dtype=values.dtype,
                                              device=values.device)
+            if self.column is not None:
+                self.column = self.column.to(keys.device)
 
 
 _CACHE_CLASS: Any = None
@@ -145,6 +167,8 @@ def _model_cache_class() -> Any:
             self.is_initialized = True
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if self.store.static:  # one decode step: the whole preallocated tensors (see write_column)
+                return self.store.write_column(self.layer, key_states, value_states)
             start = self.store.length  # advanced by the caller once every layer has written
             self.store.write(self.layer, key_states, value_states, start)
             end = start + key_states.shape[-2]
