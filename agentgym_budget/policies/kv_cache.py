@@ -10,6 +10,14 @@ pass the caller counts its columns as written (:meth:`BatchKVCache.advance`).  R
 dropped with :meth:`BatchKVCache.keep_rows` (one copy of the survivors, at most once per
 finished row), so they stop costing compute.
 
+**Static layout** (``BatchKVCache(..., static=True)``, what a compiled decode step uses, as
+transformers' ``StaticCache`` does): a decode step's ``update`` writes its column at
+:attr:`BatchKVCache.column`, a tensor, with ``index_copy_`` and returns the whole
+``[rows, kv_heads, capacity, head_dim]`` tensors (the caller masks the columns not yet
+written).  Every step of a reply then has the same shapes, so ``torch.compile`` traces the
+step once instead of once per written column.  The prompt still runs through
+:meth:`BatchKVCache.window` as in the default layout.
+
 torch and transformers are imported when a cache is built (extra ``llm``).
 
 Example:
@@ -24,6 +32,15 @@ Example:
     >>> keys, _ = model_cache.update(torch.zeros(1, 1, 1, 8), torch.zeros(1, 1, 1, 8), 0)
     >>> tuple(keys.shape), float(keys[0, 0, :, 0].sum())
     ((1, 1, 4, 8), 3.0)
+
+    The static layout: a decode step writes at ``column`` and sees the whole capacity.
+
+    >>> static = BatchKVCache(capacity=4, static=True)
+    >>> static.write(0, torch.ones(1, 1, 2, 8), torch.ones(1, 1, 2, 8), start=0)  # a prompt of 2 tokens
+    >>> static.advance(2)
+    >>> keys, _ = static.model_cache(layers=1).update(torch.full((1, 1, 1, 8), 5.0), torch.ones(1, 1, 1, 8), 0)
+    >>> tuple(keys.shape), static.column.tolist(), keys[0, 0, :, 0].tolist()
+    ((1, 1, 4, 8), [2], [1.0, 1.0, 5.0, 0.0])
 """
 
 from __future__ import annotations
@@ -42,6 +59,8 @@ class BatchKVCache:
         capacity: the most tokens a row will hold (its prompt columns + decoded tokens fed back).
         rows: the rows to allocate (default: as many as the first write has; a :meth:`window`
             writes only some of them).
+        static: its model cache writes each decode step at :attr:`column` and returns the whole
+            tensors (:meth:`write_column`), so that the step's shapes do not change as it fills.
     """
 
     def __init__(self, capacity: int, rows: int | None = None, *, static: bool = False) -> None:
