@@ -27,7 +27,12 @@ writes its column at a position tensor and attends over the whole preallocated w
 mask whose columns open one per step, so every step of a reply has the same shapes.  The rows
 and the width stay symbolic (``dynamic=True``), so the step is traced twice in all — for a
 single row and for several — however the batch is compacted and whatever width a call's
-prompts need.  Where compiling fails it runs eagerly, with a warning.
+prompts need (rounding the width up to buckets of 128 with only the rows symbolic ran no faster
+and traced again for every new bucket).  Its attention groups a query's heads by the key-value
+head they share (:func:`_packed_decode_attention`) rather than copying the cache per head.  On
+the tiny model on CPU it halves a decode step at batch 1 (0.50 vs 0.90 CPU-ms) and saves a
+sixth at batch 32 (2.05 vs 2.49); the static layout run eagerly is no faster than the default
+one, so eager steps keep the default.  Where compiling fails it runs eagerly, with a warning.
 
 **Append-only conversations** (``previous=`` in :meth:`HFChatBackend.complete`, what
 ``LLMPolicy(history="append")`` passes): a conversation continues from the exact ids of its last
@@ -178,8 +183,7 @@ class HFChatBackend:
             used dropped first; at least twice the largest batch seen).
         compile: run the decode step (one token per row) through ``torch.compile`` (inductor)
             with the cache's static layout (see the module docstring), eager with a warning
-            where compiling fails.  On the tiny model on CPU it halves a decode step at batch 1
-            and gains nothing at batch 32 (docs/evaluation.md, "LLM rollouts").
+            where compiling fails (docs/evaluation.md, "LLM rollouts", has the figures).
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None,
@@ -487,29 +491,31 @@ def _prefill_mask(torch: Any, valid: Any, past_width: int, new_width: int, dtype
     return pad_bias[:, None, None, :] + causal_bias
 
 
-#: The attention implementation a compiled decode step runs under (registered on first use).
-_PACKED_DECODE = "agentgym_packed_decode"
-
-
 def _with_packed_decode_attention(model: Any, step: Any, inputs: dict[str, Any]) -> Any:
     """``step(**inputs)`` with a model using ``sdpa`` switched to :func:`_packed_decode_attention` meanwhile."""
     config = model.config
     previous = config._attn_implementation
     if previous != "sdpa":
         return step(**inputs)
-    transformers = require("transformers", "llm", "the hf policy")
-    if _PACKED_DECODE not in transformers.AttentionInterface._global_mapping:
-        from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-        # bound here, not imported in the traced function: an import there would break the compiled graph
-        sdpa = require("torch", "llm", "the hf policy").nn.functional.scaled_dot_product_attention
-        attention = functools.partial(_packed_decode_attention, sdpa=sdpa, other_queries=sdpa_attention_forward)
-        transformers.AttentionInterface.register(_PACKED_DECODE, attention)
-    config._attn_implementation = _PACKED_DECODE
+    config._attn_implementation = _packed_decode_attention_name()
     try:
         return step(**inputs)
     finally:
         config._attn_implementation = previous
+
+
+@functools.cache
+def _packed_decode_attention_name() -> str:
+    """Registers :func:`_packed_decode_attention` with transformers (once: a compiled step guards on its identity)."""
+    transformers = require("transformers", "llm", "the hf policy")
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    # bound here, not imported in the traced function: an import there would break the compiled graph
+    sdpa = require("torch", "llm", "the hf policy").nn.functional.scaled_dot_product_attention
+    name = "agentgym_packed_decode"
+    transformers.AttentionInterface.register(
+        name, functools.partial(_packed_decode_attention, sdpa=sdpa, other_queries=sdpa_attention_forward))
+    return name
 
 
 def _packed_decode_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, *, sdpa: Any,
@@ -519,8 +525,9 @@ def _packed_decode_attention(module: Any, query: Any, key: Any, value: Any, atte
     transformers groups them so only when not compiling; under ``torch.compile`` its ``sdpa``
     copies every key and value once per query head that shares it (``repeat_kv``): a copy of
     the whole cache per layer and step, which the static layout's full-width keys make the
-    larger part of a compiled step (2.4 -> 6.0 CPU-ms per step at batch 32 for 486 -> 751
-    columns on the tiny model, whose 4 query heads share 2 key-value heads).
+    larger part of a compiled step (on the tiny model, whose 4 query heads share 2 key-value
+    heads, at batch 32 and 486 -> 751 columns: 2.7 -> 6.0 CPU-ms per step copied, 1.3 -> 1.9
+    grouped).
     """
     groups = getattr(module, "num_key_value_groups", 1)
     if query.shape[2] != 1 or groups == 1:  # a prompt, or no shared heads: transformers' own sdpa
