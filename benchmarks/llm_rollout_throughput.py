@@ -116,6 +116,7 @@ def local(args: argparse.Namespace, compile_step: bool, history: str) -> dict:
     policy = LLMPolicy(backend, sampling, history=history)
     run(policy, 2, 2, 2)  # warm-up: first-call costs (allocator, kernels, compiling) out of the figures
     run(policy, args.batch, 2, args.batch)  # the batched shapes too (a compiled step specialises on them)
+    run(policy, 1, 2, 1)  # and one row (a compiled step has a graph of its own for a single row)
 
     figures = {}
     for batch, episodes in ((1, args.episodes_single), (args.batch, args.episodes_batched)):

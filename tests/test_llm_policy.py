@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 
@@ -352,14 +353,38 @@ def test_drawing_each_rows_random_numbers_ahead_changes_no_reply(tiny, monkeypat
 
 
 @pytest.mark.slow
-def test_the_compiled_decode_step_gives_the_eager_replies(tiny) -> None:
+def test_the_compiled_decode_step_gives_the_eager_replies_and_is_traced_once_per_row_count(tiny) -> None:
+    """Greedy, then sampled with rows ending at different steps (compacted out of the batch), then prompts of
+    other lengths: every reply is the eager one, and the static-shape step is traced at most twice (several rows,
+    one row), not once per token or per cache width."""
     model, tokenizer = tiny
-    sampling = Sampling(temperature=0, max_new_tokens=6)
-    eager = HFChatBackend(model, tokenizer).complete(CHATS, seeds=[0, 1, 2], sampling=sampling)
-    fast = HFChatBackend(model, tokenizer, compile=True).complete(CHATS, seeds=[0, 1, 2], sampling=sampling)
-    assert [c.completion_ids for c in fast] == [c.completion_ids for c in eager]
-    for compiled_row, eager_row in zip(fast, eager):
-        assert compiled_row.logprobs == pytest.approx(eager_row.logprobs, abs=1e-4)
+    eager, fast = HFChatBackend(model, tokenizer), HFChatBackend(model, tokenizer, compile=True)
+    step_shapes = set()  # (rows, cache width) of every compiled decode step
+    compiled_step = fast._decode_step
+
+    def recorded_step(**inputs):
+        step_shapes.add((inputs["input_ids"].shape[0], inputs["attention_mask"].shape[-1]))
+        return compiled_step(**inputs)
+
+    fast._decode_step = recorded_step
+    ends_early = Sampling(temperature=1.5, max_new_tokens=16, stop=("e",))  # a common letter: rows end apart
+    calls = [(CHATS, Sampling(temperature=0, max_new_tokens=6)),
+             ([CHATS[0]] * 3 + [CHATS[2]] * 3, ends_early),
+             ([chat("a long corridor " * 9)] * 2 + [CHATS[1]] * 3, ends_early)]
+    torch._dynamo.reset()  # count this test's graphs only
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for chats, sampling in calls:
+            seeds = list(range(len(chats)))
+            slow, quick = eager.complete(chats, seeds, sampling), fast.complete(chats, seeds, sampling)
+            assert [c.completion_ids for c in quick] == [c.completion_ids for c in slow]
+            for compiled_row, eager_row in zip(quick, slow):
+                assert compiled_row.logprobs == pytest.approx(eager_row.logprobs, abs=1e-4)
+            if sampling is ends_early:
+                assert len({c.completion_tokens for c in slow}) > 1, "the rows ended together: nothing compacted"
+    assert not [w for w in caught if "torch.compile" in str(w.message)], "the step ran eagerly"
+    assert len({width for _, width in step_shapes}) >= 3 and len({rows for rows, _ in step_shapes}) >= 3
+    assert 1 <= torch._dynamo.utils.counters["stats"]["unique_graphs"] <= 2
 
 
 def test_the_hf_policy_refuses_a_compile_setting_that_is_not_a_boolean() -> None:

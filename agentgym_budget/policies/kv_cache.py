@@ -10,6 +10,14 @@ pass the caller counts its columns as written (:meth:`BatchKVCache.advance`).  R
 dropped with :meth:`BatchKVCache.keep_rows` (one copy of the survivors, at most once per
 finished row), so they stop costing compute.
 
+**Static layout** (``BatchKVCache(..., static=True)``, what a compiled decode step uses, as
+transformers' ``StaticCache`` does): a decode step's ``update`` writes its column at
+:attr:`BatchKVCache.column`, a tensor, with ``index_copy_`` and returns the whole
+``[rows, kv_heads, capacity, head_dim]`` tensors (the caller masks the columns not yet
+written).  Every step of a reply then has the same shapes, so ``torch.compile`` traces the
+step once instead of once per written column.  The prompt still runs through
+:meth:`BatchKVCache.window` as in the default layout.
+
 torch and transformers are imported when a cache is built (extra ``llm``).
 
 Example:
@@ -24,6 +32,15 @@ Example:
     >>> keys, _ = model_cache.update(torch.zeros(1, 1, 1, 8), torch.zeros(1, 1, 1, 8), 0)
     >>> tuple(keys.shape), float(keys[0, 0, :, 0].sum())
     ((1, 1, 4, 8), 3.0)
+
+    The static layout: a decode step writes at ``column`` and sees the whole capacity.
+
+    >>> static = BatchKVCache(capacity=4, static=True)
+    >>> static.write(0, torch.ones(1, 1, 2, 8), torch.ones(1, 1, 2, 8), start=0)  # a prompt of 2 tokens
+    >>> static.advance(2)
+    >>> keys, _ = static.model_cache(layers=1).update(torch.full((1, 1, 1, 8), 5.0), torch.ones(1, 1, 1, 8), 0)
+    >>> tuple(keys.shape), static.column.tolist(), keys[0, 0, :, 0].tolist()
+    ((1, 1, 4, 8), [2], [1.0, 1.0, 5.0, 0.0])
 """
 
 from __future__ import annotations
@@ -42,14 +59,22 @@ class BatchKVCache:
         capacity: the most tokens a row will hold (its prompt columns + decoded tokens fed back).
         rows: the rows to allocate (default: as many as the first write has; a :meth:`window`
             writes only some of them).
+        static: its model cache writes each decode step at :attr:`column` and returns the whole
+            tensors (:meth:`write_column`), so that the step's shapes do not change as it fills.
     """
 
-    def __init__(self, capacity: int, rows: int | None = None) -> None:
+    def __init__(self, capacity: int, rows: int | None = None, *, static: bool = False) -> None:
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
         self.capacity = int(capacity)
         self.rows = rows
         self.length = 0  # columns written so far, the same for every row (rows are padded on the left)
+        self.static = bool(static)
+        # static layout: ``length`` as a [1] tensor, so that a compiled step reads it as an input, not a constant
+        self.column: Any = None
+        if static:
+            torch = require("torch", "llm", "the KV cache")
+            self.column = torch.zeros(1, dtype=torch.long)
         self.keys: list[Any] = []  # per layer [rows, kv_heads, capacity, head_dim], allocated at first write
         self.values: list[Any] = []
         self._parent: tuple[BatchKVCache, slice, int] | None = None  # a window's cache, rows and first column
@@ -95,6 +120,20 @@ class BatchKVCache:
     def advance(self, columns: int) -> None:
         """Count ``columns`` more as written (after a forward pass has written them in every layer)."""
         self.length += int(columns)
+        if self.column is not None:
+            self.column.fill_(self.length)
+
+    def write_column(self, layer: int, keys: Any, values: Any) -> tuple[Any, Any]:
+        """Static layout: copy one column ``[rows, kv_heads, 1, head_dim]`` in at ``column``; the whole tensors.
+
+        The column is a tensor and the tensors returned are always ``[rows, kv_heads, capacity,
+        head_dim]``, so every decode step of a reply has the same shapes: a compiled step is traced
+        once, not once per token (the caller masks the columns not yet written).
+        """
+        self._allocate(layer, keys, values)  # no check of ``length`` here: a compiled step would specialise on it
+        self.keys[layer].index_copy_(2, self.column, keys)
+        self.values[layer].index_copy_(2, self.column, values)
+        return self.keys[layer], self.values[layer]
 
     def filled(self, layer: int) -> tuple[Any, Any]:
         """Views of layer ``layer``'s keys and values written so far ``[rows, kv_heads, length, head_dim]``."""
@@ -124,6 +163,8 @@ class BatchKVCache:
             self.keys[layer] = torch.zeros((rows, heads, self.capacity, dim), dtype=keys.dtype, device=keys.device)
             self.values[layer] = torch.zeros((rows, heads, self.capacity, values.shape[-1]), dtype=values.dtype,
                                              device=values.device)
+            if self.column is not None:
+                self.column = self.column.to(keys.device)
 
 
 _CACHE_CLASS: Any = None
@@ -145,6 +186,8 @@ def _model_cache_class() -> Any:
             self.is_initialized = True
 
         def update(self, key_states: Any, value_states: Any, *args: Any, **kwargs: Any) -> tuple[Any, Any]:
+            if self.store.static:  # one decode step: the whole preallocated tensors (see write_column)
+                return self.store.write_column(self.layer, key_states, value_states)
             start = self.store.length  # advanced by the caller once every layer has written
             self.store.write(self.layer, key_states, value_states, start)
             end = start + key_states.shape[-2]
