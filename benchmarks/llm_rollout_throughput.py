@@ -7,9 +7,10 @@ replies run to the new-token limit — the worst case for generation time):
 1. **Local HF model, batch 1 vs batch N** — the evaluator's in-flight runner
    (``SerialExecutor``) with ``concurrency=1`` and ``concurrency=N`` on the same policy;
    turns per second of each, and their ratio (target >= 10x at N = 32).
-2. **Time outside the model at batch N** — wall time of the whole run minus the time spent
-   inside the model's forward passes and the sampler (env steps, prompt building, chat
-   template, tokenising, parsing, bookkeeping); target < 5 %.
+2. **Time outside the model at batch N** — the run's time minus the time spent inside the
+   model's forward passes and the sampler (env steps, prompt building, chat template,
+   tokenising, parsing, bookkeeping), as a share of CPU time (the figure a shared machine does
+   not distort) and of wall time; target < 5 %.
 3. **Served model, concurrency 1 vs 8** — the same tiny model converted to GGUF and served by
    llama.cpp's OpenAI-compatible server on 127.0.0.1 (``tools/llama_server.py``), driven
    through the ``openai`` policy; turns per second of each.  Skipped, saying so, when
@@ -123,7 +124,7 @@ def local(args: argparse.Namespace, compile_step: bool, history: str) -> dict:
         timer.reset()
         wall, cpu, turns, records = run(policy, episodes, args.turns, batch)
         run_tokens, reused = timer.prompt_tokens()
-        figures[batch] = dict(wall=wall, cpu=cpu, turns=turns, records=records, model_wall=timer.wall,
+        figures[batch] = dict(wall=wall, cpu=cpu, turns=turns, records=records, model_wall=timer.wall, model_cpu=timer.cpu,
                               step_ms=1000 * timer.step_cpu / max(timer.steps, 1), run_tokens=run_tokens / turns,
                               reused=reused / turns, new=sum(r.completion_tokens for r in records) / turns)
     one, many = figures[1], figures[args.batch]
@@ -138,7 +139,9 @@ def local(args: argparse.Namespace, compile_step: bool, history: str) -> dict:
         print(f"            {f['step_ms']:.2f} CPU-ms per decode step (one token for every row in flight), "
               f"{f['new']:.1f} new tokens/turn, prompt tokens per turn: {f['run_tokens']:.0f} run + "
               f"{f['reused']:.0f} reused from the cache, outside the model "
-              f"{100 * (f['wall'] - f['model_wall']) / f['wall']:.1f} % of wall time")
+              f"{100 * (f['cpu'] - f['model_cpu']) / f['cpu']:.1f} % of CPU time "
+              f"({1000 * (f['cpu'] - f['model_cpu']) / f['turns']:.2f} CPU-ms per turn; "
+              f"{100 * (f['wall'] - f['model_wall']) / f['wall']:.1f} % of wall time)")
     print(f"  ratio batch {args.batch} / batch 1: {(many['turns'] / many['wall']) / (one['turns'] / one['wall']):.1f}x "
           f"turns/s (wall), {(many['turns'] / many['cpu']) / (one['turns'] / one['cpu']):.1f}x turns/CPU-s; "
           f"the {len(one['records'])} shared episodes identical: {same}")
