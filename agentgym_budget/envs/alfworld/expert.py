@@ -70,7 +70,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["EXPERT_TYPES", "ExpertFailed", "HandCodedExpert", "expert_priors", "start_facts"]
 
@@ -95,6 +95,26 @@ def expert_priors() -> dict[str, Any]:
 @functools.lru_cache(maxsize=1 << 16)  # hot: called for every admissible command at every expert step
 def _remove_num_ids(text: str) -> str:
     return " ".join("".join(c for c in text if not c.isdigit()).split())
+
+
+class _AdmissibleView(NamedTuple):
+    """An admissible list as upstream's subgoal checks read it, prepared once per distinct list.
+
+    Upstream scans the de-numbered list with ``any(pattern in command ...)`` at every expert step,
+    over v2's long lists and again at every step of every rollout; a substring test on the
+    newline-joined list is the same test (no pattern holds a newline, so no match spans two
+    commands) done in C, and a set answers ``pattern in list``.
+    """
+
+    commands_text: str  # "\n".join(commands): substring tests on the commands as they are
+    wo_num_ids: frozenset[str]  # the de-numbered commands ("take apple from countertop"): membership
+    wo_num_ids_text: str  # "\n".join of the de-numbered commands: substring tests
+
+
+@functools.lru_cache(maxsize=1 << 12)  # keyed by the whole list, so a changed list is a new entry, never stale
+def _admissible_view(commands: tuple[str, ...]) -> _AdmissibleView:
+    wo_num_ids = [_remove_num_ids(command) for command in commands]
+    return _AdmissibleView("\n".join(commands), frozenset(wo_num_ids), "\n".join(wo_num_ids))
 
 
 class _FeedbackFacts:
@@ -489,26 +509,28 @@ class HandCodedExpert:
         return self.action_backlog.pop()
 
     # -- check_subgoal_completion / get_predicates (upstream *Policy and *TWPolicy) ----------
-    def _common_predicates(self, obj: str, admissible_commands: Sequence[str]) -> tuple[list[str], bool, bool]:
-        admissible_wo_num_ids = [_remove_num_ids(ac) for ac in admissible_commands]
+    def _common_predicates(self, obj: str, admissible: _AdmissibleView) -> tuple[bool, bool]:
+        """(is ``obj`` in the current receptacle's observation, can one take an ``obj``); also
+        updates ``is_agent_holding_right_object``."""
         self.is_agent_holding_right_object = self.facts.holds_class(obj)
         obs_at_curr_recep = self.obs_at_recep.get(self.curr_recep, "")
         is_obj_in_obs = "you see" in obs_at_curr_recep and f" {obj} " in obs_at_curr_recep
-        can_take_object = any(f"take {obj}" in ac for ac in admissible_wo_num_ids)
-        return admissible_wo_num_ids, is_obj_in_obs, can_take_object
+        can_take_object = f"take {obj}" in admissible.wo_num_ids_text  # upstream: any(... in ac for ac in de-numbered)
+        return is_obj_in_obs, can_take_object
 
     def check_subgoal_completion(self, admissible_commands: Sequence[str]) -> int:
         obj, parent = self.task_params["object_target"], self.task_params["parent_target"]
+        admissible = _admissible_view(tuple(admissible_commands))
         if self.sliced_task and not self.facts.any_sliced_of_class(obj):
-            return self._slicing_subgoal(obj, admissible_commands)
-        admissible_wo_num_ids, is_obj_in_obs, can_take_object = self._common_predicates(obj, admissible_commands)
+            return self._slicing_subgoal(obj, admissible)
+        is_obj_in_obs, can_take_object = self._common_predicates(obj, admissible)
         if self.sliced_task:
             self.is_agent_holding_right_object = self.facts.holds_class(obj, sliced_only=True)
         holding = self.is_agent_holding_right_object
         n = len(self.subgoals)
         first = _SLICING_SUBGOAL_COUNT if self.sliced_task else 0  # the task's own subgoals start here
         if self.task_type == "look_at_obj_in_light":
-            can_toggle_lamp = f"use {self.task_params['toggle_target']}" in admissible_wo_num_ids
+            can_toggle_lamp = f"use {self.task_params['toggle_target']}" in admissible.wo_num_ids
             if holding and can_toggle_lamp:
                 return n - 1
             if holding:
@@ -517,7 +539,7 @@ class HandCodedExpert:
                 return n - 3
             return first
         at_right_recep = parent in self.curr_recep
-        can_put_object = f"move {obj} to {parent}" in admissible_wo_num_ids
+        can_put_object = f"move {obj} to {parent}" in admissible.wo_num_ids
         if self.task_type == "pick_and_place_simple":
             if holding and can_put_object and at_right_recep:
                 return n - 1
@@ -530,7 +552,7 @@ class HandCodedExpert:
             placed = self.facts.in_receptacle_of_classes(obj, parent)
             one_inside = len(placed) > 0
             first_placed = placed[0] if placed else ""
-            taking_same = any(f"take {first_placed}" in ac for ac in admissible_commands)
+            taking_same = f"take {first_placed}" in admissible.commands_text  # upstream: any(... in ac for ac in commands)
             if one_inside and holding and can_put_object and at_right_recep:
                 return n - 1
             if one_inside and holding:
@@ -553,7 +575,7 @@ class HandCodedExpert:
             "pick_cool_then_place_in_recep": ("cool", "fridge", self.facts.cool),
         }[self.task_type]
         is_done = len(self.inventory) > 0 and self.inventory[0] in done_set
-        can_change_object = f"{verb} {obj} with {appliance}" in admissible_wo_num_ids
+        can_change_object = f"{verb} {obj} with {appliance}" in admissible.wo_num_ids
         if is_done and holding and can_put_object and at_right_recep:
             return n - 1
         if is_done and holding:
@@ -566,13 +588,13 @@ class HandCodedExpert:
             return n - 5
         return first
 
-    def _slicing_subgoal(self, obj: str, admissible_commands: Sequence[str]) -> int:
+    def _slicing_subgoal(self, obj: str, admissible: _AdmissibleView) -> int:
         """Index into :func:`_slicing_subgoals` (find knife, take it, find ``obj``, slice it)."""
-        admissible_wo_num_ids, knife_in_obs, can_take_knife = self._common_predicates(_KNIFE, admissible_commands)
+        knife_in_obs, can_take_knife = self._common_predicates(_KNIFE, admissible)
         obs_at_curr_recep = self.obs_at_recep.get(self.curr_recep, "")
         is_obj_in_obs = "you see" in obs_at_curr_recep and f" {obj} " in obs_at_curr_recep
         holding_knife = self.is_agent_holding_right_object  # holds a knife: the right object for now
-        if holding_knife and is_obj_in_obs and f"slice {obj} with {_KNIFE}" in admissible_wo_num_ids:
+        if holding_knife and is_obj_in_obs and f"slice {obj} with {_KNIFE}" in admissible.wo_num_ids:
             return 3
         if holding_knife:
             return 2
