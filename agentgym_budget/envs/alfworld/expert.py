@@ -97,6 +97,19 @@ def _remove_num_ids(text: str) -> str:
     return " ".join("".join(c for c in text if not c.isdigit()).split())
 
 
+@functools.lru_cache(maxsize=1 << 12)  # rollouts see the same receptacle texts again and again
+def _objects_and_classes(obs: str) -> tuple[tuple[str, str], ...]:
+    """Upstream ``BasePolicy.get_objects_and_classes``: the objects listed after "you see", with their classes."""
+    obj_str = (
+        re.split("you see", obs, flags=re.IGNORECASE)[-1]
+        .replace(" and a ", "")
+        .replace(" a ", "")
+        .split("Your task is to", 1)[0]
+        .strip(".,\n\r")
+    )
+    return tuple({o: HandCodedExpert.object_id_to_cls(o) for o in obj_str.split(",")}.items())
+
+
 class _AdmissibleView(NamedTuple):
     """An admissible list as upstream's subgoal checks read it, prepared once per distinct list.
 
@@ -135,7 +148,13 @@ class _FeedbackFacts:
         # the start state's, then in the order things were put there
         self.in_receptacle: list[tuple[str, str]] = [(obj, recep) for obj, recep in start.get("inreceptacle", ())]
 
+    #: How every feedback that changes these facts starts: any other skips the four patterns (hot: every step).
+    _CHANGING_FEEDBACK = ("You pick up the ", "You move the ", "You heat the ", "You cool the ", "You clean the ",
+                          "You sliced the ")
+
     def update(self, feedback: str) -> None:
+        if not feedback.startswith(self._CHANGING_FEEDBACK):
+            return
         if match := self._PICK.match(feedback):
             obj, receptacle = match.groups()
             self.held.append(obj)
@@ -280,6 +299,11 @@ class HandCodedExpert:
             setattr(twin, name, list(getattr(self, name)))
         return twin
 
+    @property
+    def timed_out(self) -> bool:
+        """Whether the expert has used its ``max_steps``: from now on it reports ``"look"`` only."""
+        return self.steps >= self.max_steps
+
     # -- the AlfredExpert interface ---------------------------------------------------------
     def start(self, intro: str) -> str:
         """Read the intro (receptacles); upstream's first expert action is always ``"look"``."""
@@ -313,14 +337,7 @@ class HandCodedExpert:
 
     # -- BasePolicy (upstream handcoded_expert.py) ------------------------------------------
     def get_objects_and_classes(self, obs: str) -> dict[str, str]:
-        obj_str = (
-            re.split("you see", obs, flags=re.IGNORECASE)[-1]
-            .replace(" and a ", "")
-            .replace(" a ", "")
-            .split("Your task is to", 1)[0]
-            .strip(".,\n\r")
-        )
-        return {o: self.object_id_to_cls(o) for o in obj_str.split(",")}
+        return dict(_objects_and_classes(obs))  # a fresh dict: the expert deletes from it
 
     @staticmethod
     def object_id_to_cls(object_hash: str, special_char: str = " ") -> str:
