@@ -65,6 +65,9 @@ class FastAlfredEngine:
         self._world: World | None = None
         self._actions: dict[str, _Action] = {}
         self._admissible: list[str] = []
+        #: Location -> (actions, admissible) there, valid while nothing but the location changes
+        #: (replaced, never cleared, on any other change, so clones sharing it stay right).
+        self._actions_at: dict[str, tuple[dict[str, _Action], list[str]]] = {}
         self._won = False
         self._location = ""
         self._opened: set[str] = set()
@@ -131,9 +134,10 @@ class FastAlfredEngine:
             return EngineStep(text.NOTHING_HAPPENS, list(self._admissible), self._won)
         kind = action[0]
         feedback = _APPLY[kind](self, *action[1:])
+        if kind != "goto" and kind in _CHANGES:
+            self._actions_at = {}
         if kind in _CHANGES_ADMISSIBLE:
-            self._actions = self._applicable_actions()
-            self._admissible = sorted(self._actions)
+            self._refresh_actions()
         if not _CHANGES.get(kind, frozenset()).isdisjoint(self.world.goal.predicates):
             self._won = self.world.goal.holds(self)
         return EngineStep(feedback, list(self._admissible), self._won)
@@ -201,9 +205,19 @@ class FastAlfredEngine:
 
     # -- state update -------------------------------------------------------------------
     def _update(self) -> None:
-        self._actions = self._applicable_actions()
-        self._admissible = sorted(self._actions)
+        self._actions_at = {}
+        self._refresh_actions()
         self._won = self.world.goal.holds(self)
+
+    def _refresh_actions(self) -> None:
+        """The applicable actions in the current state.  Memoised per location: rollouts walk
+        from receptacle to receptacle, and an expert's rollouts (each on a clone) revisit the
+        same locations in the same state again and again."""
+        known = self._actions_at.get(self._location)
+        if known is None:
+            actions = self._applicable_actions()
+            known = self._actions_at[self._location] = (actions, sorted(actions))
+        self._actions, self._admissible = known  # both only ever replaced, never changed in place
 
     def _applicable_actions(self) -> dict[str, _Action]:
         """Command -> action for every applicable operator (first grounding wins, like TextWorld)."""
