@@ -51,8 +51,7 @@ def test_upstream_mode_replays_upstreams_alfred_expert_action_for_action() -> No
     for episode in _episodes():
         game = AlfredGame.from_record(episode["game"])
         engine = FastAlfredEngine()
-        expert = HandCodedExpert(game.task_params, random.Random(episode["expert_seed"]),
-                                 expert_type="upstream", start_facts=start_facts(game))
+        expert = HandCodedExpert.for_game(game, random.Random(episode["expert_seed"]), expert_type="upstream")
         step = engine.reset(game)
         actions = [expert.start(step.observation)]
         for command, *_ in episode["transcript"][1:]:
@@ -101,6 +100,13 @@ def test_after_an_empty_command_upstream_says_look_and_fixed_keeps_its_action(ex
 def test_unknown_expert_type_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"expert_type must be one of \['upstream', 'fixed'\]"):
         ALFWorldEnv(split="valid_seen", engine="fast", expert_type="planner")
+
+
+@pytest.mark.parametrize("expert_type, facts", [("upstream", None), ("fixed", {"holds": []})])
+def test_an_expert_built_with_the_wrong_start_facts_for_its_type_is_a_clear_error(expert_type: str, facts) -> None:
+    game = AlfredGame.from_record(_episodes()[0]["game"])
+    with pytest.raises(ValueError, match=rf"build it with HandCodedExpert.for_game\(game, rng, expert_type='{expert_type}'\)"):
+        HandCodedExpert(game.task_params, random.Random(0), expert_type=expert_type, start_facts=facts)
 
 
 def test_the_cached_admissible_view_answers_upstreams_scans_and_is_never_stale() -> None:

@@ -60,7 +60,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentgym_budget.envs.alfworld.engine import AlfredEngine, CloneableAlfredEngine, EngineStep, make_engine
-from agentgym_budget.envs.alfworld.expert import EXPERT_TYPES, HandCodedExpert, start_facts
+from agentgym_budget.envs.alfworld.expert import EXPERT_TYPES, HandCodedExpert
 from agentgym_budget.envs.alfworld.game import AlfredGame, load_games
 from agentgym_budget.envs.base import TextEnv, action_effect
 from agentgym_budget.text import INVALID_ACTION_FEEDBACK
@@ -195,11 +195,7 @@ class ALFWorldEnv(TextEnv):
     def _start_expert(self, expert_type: str, seed: int, step: EngineStep) -> _ExpertTrack:
         """A ``expert_type`` expert that has read the intro, seeded with ``seed``, and its plan."""
         assert self.game is not None
-        expert = HandCodedExpert(
-            self.game.task_params, random.Random(seed), expert_type=expert_type,
-            # upstream's expert reads the engine's facts, the start state's included
-            start_facts=start_facts(self.game) if expert_type == "upstream" else None,
-        )
+        expert = HandCodedExpert.for_game(self.game, random.Random(seed), expert_type=expert_type)
         track = _ExpertTrack(expert, expert.start(step.observation), keeps_through_refusals=expert_type == "fixed")
         track.roll_out(self.engine, self.expert_plan_horizon, step.won)
         return track

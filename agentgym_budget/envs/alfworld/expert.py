@@ -49,7 +49,7 @@ Example:
     >>> from agentgym_budget.envs.alfworld.engine import make_engine
     >>> from agentgym_budget.envs.alfworld.game import load_games
     >>> game, engine = load_games("valid_seen")[0], make_engine("fast")
-    >>> expert = HandCodedExpert(game.task_params, random.Random(0))
+    >>> expert = HandCodedExpert.for_game(game, random.Random(0))
     >>> step = engine.reset(game)
     >>> action = expert.start(step.observation)
     >>> for _ in range(50):
@@ -235,8 +235,9 @@ class HandCodedExpert:
         rng: the episode's random generator.
         max_steps: upstream ``AlfredExpert`` uses 200; after that the expert gives up.
         expert_type: ``"upstream"`` or ``"fixed"`` (:data:`EXPERT_TYPES`, see the module docstring).
-        start_facts: the game's initial facts (:func:`start_facts`); upstream's expert sees
-            them (it reads the engine's facts), the ``"fixed"`` one starts from none.
+        start_facts: the game's initial facts (:func:`start_facts`): required by upstream's expert
+            (it reads the engine's facts), refused for the ``"fixed"`` one (it starts from none).
+            :meth:`for_game` passes them as the type needs.
     """
 
     def __init__(
@@ -249,6 +250,10 @@ class HandCodedExpert:
     ) -> None:
         if expert_type not in EXPERT_TYPES:
             raise ValueError(f"unknown expert_type {expert_type!r}; expected one of {list(EXPERT_TYPES)}")
+        if (start_facts is None) == (expert_type == "upstream"):
+            needs = "needs the game's start facts" if start_facts is None else "starts from no facts"
+            raise ValueError(f"the {expert_type} expert {needs}: build it with HandCodedExpert.for_game(game, rng, "
+                             f"expert_type={expert_type!r})")
         priors = expert_priors()
         self.rng = rng
         self.max_steps = max_steps
@@ -267,7 +272,7 @@ class HandCodedExpert:
             o: [r for r, objs in priors["val_receptacle_objects"].items() if o in objs] for o in self.OBJECTS
         }
         self.subgoals = _subgoals(self.task_type, self.task_params, self.sliced_task)
-        self.facts = _FeedbackFacts(start_facts if expert_type == "upstream" else None)
+        self.facts = _FeedbackFacts(start_facts)
         self.receptacles: dict[str, str] = {}
         self.visible_objects: dict[str, str] = {}
         self.obj_cls_to_receptacle_map: dict[str, str] = {}
@@ -282,6 +287,23 @@ class HandCodedExpert:
         self.object_blacklist: list[str] = []
         self.steps = 0
         self.is_agent_holding_right_object = False
+
+    @classmethod
+    def for_game(cls, game: Any, rng: random.Random, expert_type: str = "fixed", max_steps: int = 200) -> HandCodedExpert:
+        """The ``expert_type`` expert for ``game`` (an :class:`~agentgym_budget.envs.alfworld.game.AlfredGame`),
+        with the start facts its type reads: the one place that decides them.
+
+        Example:
+            >>> import random
+            >>> from agentgym_budget.envs.alfworld.game import load_games
+            >>> game = load_games("valid_seen")[0]
+            >>> HandCodedExpert.for_game(game, random.Random(0), expert_type="upstream").facts.in_receptacle != []
+            True
+            >>> HandCodedExpert.for_game(game, random.Random(0)).facts.in_receptacle
+            []
+        """
+        facts = start_facts(game) if expert_type == "upstream" else None
+        return cls(game.task_params, rng, max_steps=max_steps, expert_type=expert_type, start_facts=facts)
 
     def clone(self) -> HandCodedExpert:
         """An independent copy that acts exactly as this expert would (same RNG state).
