@@ -97,7 +97,7 @@ def _remove_num_ids(text: str) -> str:
     return " ".join("".join(c for c in text if not c.isdigit()).split())
 
 
-@functools.lru_cache(maxsize=1 << 12)  # rollouts see the same receptacle texts again and again
+@functools.lru_cache(maxsize=1 << 10)  # rollouts see the same receptacle texts again and again
 def _objects_and_classes(obs: str) -> tuple[tuple[str, str], ...]:
     """Upstream ``BasePolicy.get_objects_and_classes``: the objects listed after "you see", with their classes."""
     obj_str = (
@@ -124,7 +124,7 @@ class _AdmissibleView(NamedTuple):
     wo_num_ids_text: str  # "\n".join of the de-numbered commands: substring tests
 
 
-@functools.lru_cache(maxsize=1 << 12)  # keyed by the whole list, so a changed list is a new entry, never stale
+@functools.lru_cache(maxsize=1 << 10)  # keyed by the whole list (a changed list is a new entry, never stale); an episode uses ~100
 def _admissible_view(commands: tuple[str, ...]) -> _AdmissibleView:
     wo_num_ids = [_remove_num_ids(command) for command in commands]
     return _AdmissibleView("\n".join(commands), frozenset(wo_num_ids), "\n".join(wo_num_ids))
