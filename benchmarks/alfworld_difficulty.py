@@ -8,6 +8,8 @@ once per checkout with the same arguments, e.g. the bundle before generator v2::
     python benchmarks/alfworld_difficulty.py
     git worktree add /tmp/v1 24e8cad && PYTHONPATH=/tmp/v1 python benchmarks/alfworld_difficulty.py
 
+``--policies random`` runs one row (its seconds column times the env's expert rollouts).
+
 Tasks are env reset seeds ``seed .. seed+tasks-1`` (each draws one game of the split, so some
 games repeat and some are not drawn); the printed line says how many distinct games were played.
 """
@@ -30,6 +32,7 @@ ROWS = (
     ("noisy-expert p=0.5 (upstream)", "noisy-expert", {"expert_type": "upstream"}),
     ("random", "random", {}),
 )
+POLICIES = tuple(dict.fromkeys(policy for _, policy, _ in ROWS))
 
 
 def main() -> None:
@@ -39,14 +42,20 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=8)
     parser.add_argument("--t", default="10,20,30,50,100")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--policies", default=",".join(POLICIES),
+                        help="comma-separated: run only these policies' rows (e.g. random)")
     args = parser.parse_args()
+    policies = args.policies.split(",")
+    unknown = set(policies) - set(POLICIES)
+    if unknown:
+        parser.error(f"unknown policies {sorted(unknown)}; choose from {list(POLICIES)}")
     ts = tuple(int(t) for t in args.t.split(","))
     plans = [len(g.walkthrough) for g in load_games(args.split) if g.walkthrough]
     print(f"{args.split}: {len(plans)} games; fixed expert's plan length min/median/max "
           f"{min(plans)}/{statistics.median(plans)}/{max(plans)}")
     cells = [f"({k},{t})" for k in (1, args.attempts) for t in ts]
     print(f"| policy (Pass@(K,T)) | {' | '.join(cells)} | distinct games | s |")
-    for label, policy, env_kwargs in ROWS:
+    for label, policy, env_kwargs in (row for row in ROWS if row[1] in policies):
         start = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # repeated games are expected with seeds as tasks (reported below)

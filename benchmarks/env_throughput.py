@@ -12,17 +12,28 @@ ALFWorld rows:
   steps; "batched": ``--batch`` engines stepped round-robin in one process (one core).
 * ``alfworld-textworld``: the real engine (TextWorld + Fast Downward, extra ``alfworld``),
   on fewer steps (it runs ~8 steps/s); skipped when not installed.
+* ``alfworld-env-experts``: the whole :class:`~agentgym_budget.envs.alfworld.env.ALFWorldEnv`
+  as Pass@(K,T) evaluation makes it (``expert_plan_horizon=200``) on valid_unseen, played by a
+  random policy (admissible commands, episodes of up to 100 turns): every off-plan turn rolls
+  both experts out, which costs far more than the engine step.  Reported as CPU-ms per env step.
+
+``--baseline CHECKOUT`` runs the same backends on another checkout's code (in a subprocess,
+same workload) and prints its rows first: before/after in one run, under the same load.
 
 Run:
     python benchmarks/env_throughput.py                  # all backends
     python benchmarks/env_throughput.py --backends alfworld-fast --steps 20000
+    git worktree add /tmp/main main && python benchmarks/env_throughput.py --backends alfworld-env-experts --baseline /tmp/main
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 import os
 import random
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -42,6 +53,7 @@ class Workload:
     slow_steps: int  # commands to replay for the real engine
     slow_resets: int
     batch: int
+    env_steps: int  # env steps of the random policy for alfworld-env-experts
 
 
 @dataclass
@@ -140,10 +152,34 @@ def alfworld_textworld(workload: Workload) -> Figures:
     return figures
 
 
+def alfworld_env_experts(workload: Workload) -> Figures:
+    """Random admissible play of the env at horizon 200: the steps' CPU time is mostly the experts' rollouts."""
+    from agentgym_budget.envs.alfworld.env import ALFWorldEnv
+
+    env = ALFWorldEnv(split="valid_unseen", expert_plan_horizon=200)
+    rng, done, episode = random.Random(0), 0, 0
+    elapsed = cpu = 0.0
+    while done < workload.env_steps:
+        _, info = env.reset(seed=episode)
+        episode += 1
+        start, start_cpu = time.perf_counter(), time.process_time()
+        for _ in range(min(100, workload.env_steps - done)):
+            _, _, terminated, _, info = env.step(rng.choice(info["admissible_commands"]))
+            done += 1
+            if terminated:
+                break
+        elapsed += time.perf_counter() - start
+        cpu += time.process_time() - start_cpu
+    figures = Figures(steps_per_s=done / elapsed, steps_per_cpu_s=done / max(cpu, 1e-9))
+    figures.notes.append(f"{1000 * cpu / done:.2f} CPU-ms/step: random policy, horizon 200, {done} steps")
+    return figures
+
+
 #: Backend name -> function; other families add theirs here.
 BACKENDS: dict[str, Callable[[Workload], Figures]] = {
     "alfworld-fast": alfworld_fast,
     "alfworld-textworld": alfworld_textworld,
+    "alfworld-env-experts": alfworld_env_experts,
 }
 #: Ratios printed at the end: (name, numerator backend, denominator backend).
 RATIOS = (("alfworld fast / textworld", "alfworld-fast", "alfworld-textworld"),)
@@ -172,7 +208,20 @@ def alfworld_workload(args: argparse.Namespace) -> Workload:
             script.append(command)
             step = engine.step(command)
         scripts.append(script)
-    return Workload(games, scripts, args.steps, args.slow_steps, args.slow_resets, args.batch)
+    return Workload(games, scripts, args.steps, args.slow_steps, args.slow_resets, args.batch, args.env_steps)
+
+
+def _baseline_results(args: argparse.Namespace, argv: list[str] | None) -> dict[str, Figures]:
+    """The backends' figures on ``args.baseline``'s code, keyed ``"<backend> (baseline)"``."""
+    given = sys.argv[1:] if argv is None else argv
+    at = next(i for i, a in enumerate(given) if a.startswith("--baseline"))
+    forwarded = given[:at] + given[at + (1 if "=" in given[at] else 2):] + ["--code", args.baseline, "--json"]
+    done = subprocess.run([sys.executable, __file__, *forwarded], capture_output=True, text=True)
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        raise SystemExit(f"the baseline run on {args.baseline} failed: {last}")
+    figures = json.loads(done.stdout.splitlines()[-1])
+    return {f"{name} (baseline)": Figures(**values) for name, values in figures.items()}
 
 
 def _fmt(value: float | None) -> str:
@@ -190,19 +239,33 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--slow-steps", type=int, default=150, help="steps replayed by the real engine")
     parser.add_argument("--slow-resets", type=int, default=5)
     parser.add_argument("--batch", type=int, default=64)
+    parser.add_argument("--env-steps", type=int, default=2400, help="env steps of alfworld-env-experts")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--baseline", metavar="CHECKOUT", help="also run the backends on this checkout's code, rows first")
+    parser.add_argument("--code", metavar="CHECKOUT", help=argparse.SUPPRESS)  # --baseline's subprocess: whose code
+    parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # --baseline's subprocess: figures out
     args = parser.parse_args(argv)  # before textworld: fast_downward.pddl2sas overwrites sys.argv
+    for checkout in (args.baseline, args.code):
+        if checkout and not (Path(checkout) / "agentgym_budget").is_dir():
+            parser.error(f"{checkout} is not a checkout of this project (no agentgym_budget/ in it)")
+    if args.code:
+        sys.path.insert(0, str(Path(args.code).resolve()))  # before anything imports agentgym_budget
 
+    results = _baseline_results(args, argv) if args.baseline else {}
     workload = alfworld_workload(args)
-    print(f"workload: {len(workload.games)} games, scripts of {args.script_length} commands; "
-          f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
-    results = {name: BACKENDS[name](workload) for name in args.backends}
-    header = (f"{'backend':<22}{'resets/s warm':>15}{'resets/s cold':>15}{'steps/s':>12}{'steps/cpu-s':>13}"
+    if not args.json:
+        print(f"workload: {len(workload.games)} games, scripts of {args.script_length} commands; "
+              f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    results.update({name: BACKENDS[name](workload) for name in args.backends})
+    if args.json:
+        print(json.dumps({name: dataclasses.asdict(f) for name, f in results.items()}))
+        return
+    header = (f"{'backend':<32}{'resets/s warm':>15}{'resets/s cold':>15}{'steps/s':>12}{'steps/cpu-s':>13}"
               f"{'batched steps/s':>17}")
     print(header)
     print("-" * len(header))
     for name, f in results.items():
-        print(f"{name:<22}{_fmt(f.resets_per_s):>15}{_fmt(f.cold_resets_per_s):>15}{_fmt(f.steps_per_s):>12}"
+        print(f"{name:<32}{_fmt(f.resets_per_s):>15}{_fmt(f.cold_resets_per_s):>15}{_fmt(f.steps_per_s):>12}"
               f"{_fmt(f.steps_per_cpu_s):>13}{_fmt(f.batched_steps_per_s):>17}  {'; '.join(f.notes)}")
     for label, top, bottom in RATIOS:
         if top in results and bottom in results and results[bottom].steps_per_s:

@@ -290,6 +290,30 @@ def test_expert_plans_equal_a_fresh_rollout_at_every_turn(seed: int, horizon: in
             break
 
 
+@pytest.mark.parametrize("expert_type", ["upstream", "fixed"])
+def test_plans_near_the_experts_step_limit_equal_a_fresh_rollout(expert_type: str) -> None:
+    """Past upstream's 200 expert steps the expert only says "look": plans that reach that point end
+    in looks filled in without playing them, which must equal what playing them gives."""
+    import random
+
+    env = ALFWorldEnv(split="valid_seen", expert_plan_horizon=200, expert_type=expert_type, **FAST)
+    rng = random.Random(0)
+    _, info = env.reset(seed=0)
+    checked = 0
+    for turn in range(215):
+        if turn >= 185:
+            plan = info["expert_plan"]
+            assert plan == _fresh_rollout(env, env._expert)[0]
+            reference, wins = _fresh_rollout(env, env._reference)
+            assert info["expert_plan_length"] == (len(reference) if wins else None)
+            checked += len(plan) == 200 and plan[-1] == "look"
+        follow = turn >= 200 and rng.random() < 0.5  # following a plan extends the copy's rollout
+        _, _, terminated, _, info = env.step(info["expert_action"] if follow else rng.choice(info["admissible_commands"]))
+        if terminated:
+            break
+    assert checked >= 10
+
+
 def test_missing_alfworld_extra_names_the_pip_install(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "textworld", None)  # makes `import textworld` fail
     with pytest.raises(MissingBackendError, match=r"pip install 'agentgym-budget\[alfworld\]'"):

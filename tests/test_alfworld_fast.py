@@ -282,6 +282,32 @@ def test_clone_is_independent(engine):
     assert twin.step("examine fridge 1").observation.endswith("you see a egg 1.")
 
 
+def test_memoised_texts_and_commands_are_never_stale_across_clones_and_resets():
+    """Random walks on several engines that share their memo (clones, resets of one game) give at
+    every step exactly what a shadow engine computing everything afresh gives."""
+    from agentgym_budget.envs.alfworld.game import load_games
+
+    rng = random.Random(0)
+    for game in load_games("valid_seen")[:4]:
+        pairs = [(FastAlfredEngine(), FastAlfredEngine()) for _ in range(2)]  # (engine, its shadow)
+        for engine, shadow in pairs:
+            assert engine.reset(game) == shadow.reset(game)
+        changes = 0
+        for _ in range(300):
+            engine, shadow = rng.choice(pairs)
+            if rng.random() < 0.05:
+                assert engine.reset(game) == shadow.reset(game)
+            elif rng.random() < 0.1 and len(pairs) < 8:
+                pairs.append((engine.clone(), shadow.clone()))
+            commands = engine.admissible_commands
+            changing = [c for c in commands if c.split()[0] in ("take", "move", "open", "close")]
+            command = rng.choice(changing if changing and rng.random() < 0.3 else commands)
+            changes += command in changing
+            shadow._memo = {}  # nothing remembered: computed from its state
+            assert engine.step(command) == shadow.step(command), command
+        assert changes >= 30
+
+
 def test_make_engine_builds_the_fast_engine():
     assert isinstance(make_engine("fast"), FastAlfredEngine)
 

@@ -59,13 +59,13 @@ def upstream_and_port_actions(game: AlfredGame, engine, seed: int = 123, max_tur
     """
     from alfworld.agents.expert import HandCodedTWAgent
 
-    from agentgym_budget.envs.alfworld.expert import HandCodedExpert, start_facts
+    from agentgym_budget.envs.alfworld.expert import HandCodedExpert
 
     upstream = HandCodedTWAgent(max_steps=200)
     upstream.task_params = dict(game.task_params)
     upstream.policy = upstream.get_task_policy(upstream.task_params)(upstream.task_params, max_steps=200)
     # upstream's expert reads the engine's facts, the start state's too (a target starting cold)
-    port = HandCodedExpert(game.task_params, random.Random(seed), expert_type="upstream", start_facts=start_facts(game))
+    port = HandCodedExpert.for_game(game, random.Random(seed), expert_type="upstream")
     random.seed(seed)
     step = engine.reset(game)
     upstream.observe(step.observation)

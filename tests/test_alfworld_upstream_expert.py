@@ -51,8 +51,7 @@ def test_upstream_mode_replays_upstreams_alfred_expert_action_for_action() -> No
     for episode in _episodes():
         game = AlfredGame.from_record(episode["game"])
         engine = FastAlfredEngine()
-        expert = HandCodedExpert(game.task_params, random.Random(episode["expert_seed"]),
-                                 expert_type="upstream", start_facts=start_facts(game))
+        expert = HandCodedExpert.for_game(game, random.Random(episode["expert_seed"]), expert_type="upstream")
         step = engine.reset(game)
         actions = [expert.start(step.observation)]
         for command, *_ in episode["transcript"][1:]:
@@ -101,3 +100,42 @@ def test_after_an_empty_command_upstream_says_look_and_fixed_keeps_its_action(ex
 def test_unknown_expert_type_is_a_clear_error() -> None:
     with pytest.raises(ValueError, match=r"expert_type must be one of \['upstream', 'fixed'\]"):
         ALFWorldEnv(split="valid_seen", engine="fast", expert_type="planner")
+
+
+@pytest.mark.parametrize("expert_type, facts", [("upstream", None), ("fixed", {"holds": []})])
+def test_an_expert_built_with_the_wrong_start_facts_for_its_type_is_a_clear_error(expert_type: str, facts) -> None:
+    game = AlfredGame.from_record(_episodes()[0]["game"])
+    with pytest.raises(ValueError, match=rf"build it with HandCodedExpert.for_game\(game, rng, expert_type='{expert_type}'\)"):
+        HandCodedExpert(game.task_params, random.Random(0), expert_type=expert_type, start_facts=facts)
+
+
+def test_the_cached_admissible_view_answers_upstreams_scans_and_is_never_stale() -> None:
+    """The expert's view of an admissible list (cached per distinct list) gives exactly the answers of
+    upstream's scans: ``any(pattern in command ...)`` over the commands and the de-numbered ones,
+    ``pattern in de-numbered list``; lists from several games and turns, each checked afresh."""
+    from agentgym_budget.envs.alfworld.expert import _admissible_view, _remove_num_ids
+    from agentgym_budget.envs.alfworld.game import load_games
+
+    engine, rng, lists = FastAlfredEngine(), random.Random(0), []
+    for game in load_games("valid_seen")[:3]:
+        step = engine.reset(game)
+        for _ in range(30):
+            lists.append(step.admissible_commands)
+            step = engine.step(rng.choice(step.admissible_commands))
+    # Patterns of every game against every list: "take " is upstream's test with no placed object yet.
+    words = {" ".join(c.split()[:n]) for commands in lists for c in commands for n in (2, 3, 10)}
+    patterns = {"take ", *words, *map(_remove_num_ids, words)}
+    outcomes = set()
+    for commands in lists:
+        view, wo_num_ids = _admissible_view(tuple(commands)), [_remove_num_ids(c) for c in commands]
+        for pattern in patterns:
+            found = pattern in view.wo_num_ids_text
+            assert found == any(pattern in c for c in wo_num_ids)
+            assert (pattern in view.commands_text) == any(pattern in c for c in commands)
+            assert (pattern in view.wo_num_ids) == (pattern in wo_num_ids)
+            outcomes.add(found)
+    assert outcomes == {True, False}
+    commands = ["look", "go to table 1"]
+    before = _admissible_view(tuple(commands))
+    commands.append("take apple 2 from table 1")  # the list changes: a new view, the old one unchanged
+    assert "take apple" not in before.wo_num_ids_text and "take apple" in _admissible_view(tuple(commands)).wo_num_ids_text

@@ -129,14 +129,13 @@ class _ExpertPair:
     """The reference's expert (upstream's, or ours on its stream) and ours on the candidate's, seeded alike."""
 
     def __init__(self, game: Any, seed: int, reference: AlfredEngine) -> None:
-        from agentgym_budget.envs.alfworld.expert import HandCodedExpert, start_facts
+        from agentgym_budget.envs.alfworld.expert import HandCodedExpert
 
-        facts = start_facts(game)
         self.upstream = reference if hasattr(reference, "seed_expert") else None
         if self.upstream is not None:
             self.upstream.seed_expert(seed)
         count = 1 if self.upstream is not None else 2
-        self.experts = [HandCodedExpert(game.task_params, random.Random(seed), expert_type="upstream", start_facts=facts) for _ in range(count)]
+        self.experts = [HandCodedExpert.for_game(game, random.Random(seed), expert_type="upstream") for _ in range(count)]
 
     def upstream_order_matters(self) -> bool:
         """Whether upstream's next action may depend on the order of TextWorld's facts.

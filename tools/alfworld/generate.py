@@ -559,7 +559,7 @@ def expert_walkthrough(game: AlfredGame, engine: Any, max_turns: int = EXPERT_MA
     """
     from agentgym_budget.envs.alfworld.expert import HandCodedExpert
 
-    expert = HandCodedExpert(game.task_params, random.Random(game.id), expert_type="fixed")  # as bundled
+    expert = HandCodedExpert.for_game(game, random.Random(game.id), expert_type="fixed")  # as bundled
     step = engine.reset(game)
     action = expert.start(step.observation)
     actions: list[str] = []

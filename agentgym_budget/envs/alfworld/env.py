@@ -60,7 +60,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from agentgym_budget.envs.alfworld.engine import AlfredEngine, CloneableAlfredEngine, EngineStep, make_engine
-from agentgym_budget.envs.alfworld.expert import EXPERT_TYPES, HandCodedExpert, start_facts
+from agentgym_budget.envs.alfworld.expert import EXPERT_TYPES, HandCodedExpert
 from agentgym_budget.envs.alfworld.game import AlfredGame, load_games
 from agentgym_budget.envs.base import TextEnv, action_effect
 from agentgym_budget.text import INVALID_ACTION_FEEDBACK
@@ -195,11 +195,7 @@ class ALFWorldEnv(TextEnv):
     def _start_expert(self, expert_type: str, seed: int, step: EngineStep) -> _ExpertTrack:
         """A ``expert_type`` expert that has read the intro, seeded with ``seed``, and its plan."""
         assert self.game is not None
-        expert = HandCodedExpert(
-            self.game.task_params, random.Random(seed), expert_type=expert_type,
-            # upstream's expert reads the engine's facts, the start state's included
-            start_facts=start_facts(self.game) if expert_type == "upstream" else None,
-        )
+        expert = HandCodedExpert.for_game(self.game, random.Random(seed), expert_type=expert_type)
         track = _ExpertTrack(expert, expert.start(step.observation), keeps_through_refusals=expert_type == "fixed")
         track.roll_out(self.engine, self.expert_plan_horizon, step.won)
         return track
@@ -278,6 +274,12 @@ class _ExpertTrack:
             if step.won:
                 self.plan_wins = True
                 self.close()
+                return
+            if expert.timed_out:
+                # The rest of the plan is "look", which changes nothing (so never wins): no need to
+                # play it (random play spends a fifth of its rollout steps here).  The copies stay
+                # valid: the engine's state is the one before each look, and the expert only says "look".
+                plan.extend(["look"] * (horizon - len(plan)))
                 return
             plan.append(_reported_action(expert, plan[-1], step))
 

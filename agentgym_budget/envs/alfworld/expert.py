@@ -49,7 +49,7 @@ Example:
     >>> from agentgym_budget.envs.alfworld.engine import make_engine
     >>> from agentgym_budget.envs.alfworld.game import load_games
     >>> game, engine = load_games("valid_seen")[0], make_engine("fast")
-    >>> expert = HandCodedExpert(game.task_params, random.Random(0))
+    >>> expert = HandCodedExpert.for_game(game, random.Random(0))
     >>> step = engine.reset(game)
     >>> action = expert.start(step.observation)
     >>> for _ in range(50):
@@ -70,7 +70,7 @@ import random
 import re
 from collections.abc import Mapping, Sequence
 from importlib import resources
-from typing import Any
+from typing import Any, NamedTuple
 
 __all__ = ["EXPERT_TYPES", "ExpertFailed", "HandCodedExpert", "expert_priors", "start_facts"]
 
@@ -97,6 +97,39 @@ def _remove_num_ids(text: str) -> str:
     return " ".join("".join(c for c in text if not c.isdigit()).split())
 
 
+@functools.lru_cache(maxsize=1 << 10)  # rollouts see the same receptacle texts again and again
+def _objects_and_classes(obs: str) -> tuple[tuple[str, str], ...]:
+    """Upstream ``BasePolicy.get_objects_and_classes``: the objects listed after "you see", with their classes."""
+    obj_str = (
+        re.split("you see", obs, flags=re.IGNORECASE)[-1]
+        .replace(" and a ", "")
+        .replace(" a ", "")
+        .split("Your task is to", 1)[0]
+        .strip(".,\n\r")
+    )
+    return tuple({o: HandCodedExpert.object_id_to_cls(o) for o in obj_str.split(",")}.items())
+
+
+class _AdmissibleView(NamedTuple):
+    """An admissible list as upstream's subgoal checks read it, prepared once per distinct list.
+
+    Upstream scans the de-numbered list with ``any(pattern in command ...)`` at every expert step,
+    over v2's long lists and again at every step of every rollout; a substring test on the
+    newline-joined list is the same test (no pattern holds a newline, so no match spans two
+    commands) done in C, and a set answers ``pattern in list``.
+    """
+
+    commands_text: str  # "\n".join(commands): substring tests on the commands as they are
+    wo_num_ids: frozenset[str]  # the de-numbered commands ("take apple from countertop"): membership
+    wo_num_ids_text: str  # "\n".join of the de-numbered commands: substring tests
+
+
+@functools.lru_cache(maxsize=1 << 10)  # keyed by the whole list (a changed list is a new entry, never stale); an episode uses ~100
+def _admissible_view(commands: tuple[str, ...]) -> _AdmissibleView:
+    wo_num_ids = [_remove_num_ids(command) for command in commands]
+    return _AdmissibleView("\n".join(commands), frozenset(wo_num_ids), "\n".join(wo_num_ids))
+
+
 class _FeedbackFacts:
     """The PDDL facts upstream's expert reads, tracked from the engine's feedback text."""
 
@@ -115,7 +148,13 @@ class _FeedbackFacts:
         # the start state's, then in the order things were put there
         self.in_receptacle: list[tuple[str, str]] = [(obj, recep) for obj, recep in start.get("inreceptacle", ())]
 
+    #: How every feedback that changes these facts starts: any other skips the four patterns (hot: every step).
+    _CHANGING_FEEDBACK = ("You pick up the ", "You move the ", "You heat the ", "You cool the ", "You clean the ",
+                          "You sliced the ")
+
     def update(self, feedback: str) -> None:
+        if not feedback.startswith(self._CHANGING_FEEDBACK):
+            return
         if match := self._PICK.match(feedback):
             obj, receptacle = match.groups()
             self.held.append(obj)
@@ -196,8 +235,9 @@ class HandCodedExpert:
         rng: the episode's random generator.
         max_steps: upstream ``AlfredExpert`` uses 200; after that the expert gives up.
         expert_type: ``"upstream"`` or ``"fixed"`` (:data:`EXPERT_TYPES`, see the module docstring).
-        start_facts: the game's initial facts (:func:`start_facts`); upstream's expert sees
-            them (it reads the engine's facts), the ``"fixed"`` one starts from none.
+        start_facts: the game's initial facts (:func:`start_facts`): required by upstream's expert
+            (it reads the engine's facts), refused for the ``"fixed"`` one (it starts from none).
+            :meth:`for_game` passes them as the type needs.
     """
 
     def __init__(
@@ -210,6 +250,10 @@ class HandCodedExpert:
     ) -> None:
         if expert_type not in EXPERT_TYPES:
             raise ValueError(f"unknown expert_type {expert_type!r}; expected one of {list(EXPERT_TYPES)}")
+        if (start_facts is None) == (expert_type == "upstream"):
+            needs = "needs the game's start facts" if start_facts is None else "starts from no facts"
+            raise ValueError(f"the {expert_type} expert {needs}: build it with HandCodedExpert.for_game(game, rng, "
+                             f"expert_type={expert_type!r})")
         priors = expert_priors()
         self.rng = rng
         self.max_steps = max_steps
@@ -228,7 +272,7 @@ class HandCodedExpert:
             o: [r for r, objs in priors["val_receptacle_objects"].items() if o in objs] for o in self.OBJECTS
         }
         self.subgoals = _subgoals(self.task_type, self.task_params, self.sliced_task)
-        self.facts = _FeedbackFacts(start_facts if expert_type == "upstream" else None)
+        self.facts = _FeedbackFacts(start_facts)
         self.receptacles: dict[str, str] = {}
         self.visible_objects: dict[str, str] = {}
         self.obj_cls_to_receptacle_map: dict[str, str] = {}
@@ -243,6 +287,23 @@ class HandCodedExpert:
         self.object_blacklist: list[str] = []
         self.steps = 0
         self.is_agent_holding_right_object = False
+
+    @classmethod
+    def for_game(cls, game: Any, rng: random.Random, expert_type: str = "fixed", max_steps: int = 200) -> HandCodedExpert:
+        """The ``expert_type`` expert for ``game`` (an :class:`~agentgym_budget.envs.alfworld.game.AlfredGame`),
+        with the start facts its type reads: the one place that decides them.
+
+        Example:
+            >>> import random
+            >>> from agentgym_budget.envs.alfworld.game import load_games
+            >>> game = load_games("valid_seen")[0]
+            >>> HandCodedExpert.for_game(game, random.Random(0), expert_type="upstream").facts.in_receptacle != []
+            True
+            >>> HandCodedExpert.for_game(game, random.Random(0)).facts.in_receptacle
+            []
+        """
+        facts = start_facts(game) if expert_type == "upstream" else None
+        return cls(game.task_params, rng, max_steps=max_steps, expert_type=expert_type, start_facts=facts)
 
     def clone(self) -> HandCodedExpert:
         """An independent copy that acts exactly as this expert would (same RNG state).
@@ -259,6 +320,11 @@ class HandCodedExpert:
         for name in _EPISODE_LISTS:
             setattr(twin, name, list(getattr(self, name)))
         return twin
+
+    @property
+    def timed_out(self) -> bool:
+        """Whether the expert has used its ``max_steps``: from now on it reports ``"look"`` only."""
+        return self.steps >= self.max_steps
 
     # -- the AlfredExpert interface ---------------------------------------------------------
     def start(self, intro: str) -> str:
@@ -293,14 +359,7 @@ class HandCodedExpert:
 
     # -- BasePolicy (upstream handcoded_expert.py) ------------------------------------------
     def get_objects_and_classes(self, obs: str) -> dict[str, str]:
-        obj_str = (
-            re.split("you see", obs, flags=re.IGNORECASE)[-1]
-            .replace(" and a ", "")
-            .replace(" a ", "")
-            .split("Your task is to", 1)[0]
-            .strip(".,\n\r")
-        )
-        return {o: self.object_id_to_cls(o) for o in obj_str.split(",")}
+        return dict(_objects_and_classes(obs))  # a fresh dict: the expert deletes from it
 
     @staticmethod
     def object_id_to_cls(object_hash: str, special_char: str = " ") -> str:
@@ -489,26 +548,28 @@ class HandCodedExpert:
         return self.action_backlog.pop()
 
     # -- check_subgoal_completion / get_predicates (upstream *Policy and *TWPolicy) ----------
-    def _common_predicates(self, obj: str, admissible_commands: Sequence[str]) -> tuple[list[str], bool, bool]:
-        admissible_wo_num_ids = [_remove_num_ids(ac) for ac in admissible_commands]
+    def _common_predicates(self, obj: str, admissible: _AdmissibleView) -> tuple[bool, bool]:
+        """(is ``obj`` in the current receptacle's observation, can one take an ``obj``); also
+        updates ``is_agent_holding_right_object``."""
         self.is_agent_holding_right_object = self.facts.holds_class(obj)
         obs_at_curr_recep = self.obs_at_recep.get(self.curr_recep, "")
         is_obj_in_obs = "you see" in obs_at_curr_recep and f" {obj} " in obs_at_curr_recep
-        can_take_object = any(f"take {obj}" in ac for ac in admissible_wo_num_ids)
-        return admissible_wo_num_ids, is_obj_in_obs, can_take_object
+        can_take_object = f"take {obj}" in admissible.wo_num_ids_text  # upstream: any(... in ac for ac in de-numbered)
+        return is_obj_in_obs, can_take_object
 
     def check_subgoal_completion(self, admissible_commands: Sequence[str]) -> int:
         obj, parent = self.task_params["object_target"], self.task_params["parent_target"]
+        admissible = _admissible_view(tuple(admissible_commands))
         if self.sliced_task and not self.facts.any_sliced_of_class(obj):
-            return self._slicing_subgoal(obj, admissible_commands)
-        admissible_wo_num_ids, is_obj_in_obs, can_take_object = self._common_predicates(obj, admissible_commands)
+            return self._slicing_subgoal(obj, admissible)
+        is_obj_in_obs, can_take_object = self._common_predicates(obj, admissible)
         if self.sliced_task:
             self.is_agent_holding_right_object = self.facts.holds_class(obj, sliced_only=True)
         holding = self.is_agent_holding_right_object
         n = len(self.subgoals)
         first = _SLICING_SUBGOAL_COUNT if self.sliced_task else 0  # the task's own subgoals start here
         if self.task_type == "look_at_obj_in_light":
-            can_toggle_lamp = f"use {self.task_params['toggle_target']}" in admissible_wo_num_ids
+            can_toggle_lamp = f"use {self.task_params['toggle_target']}" in admissible.wo_num_ids
             if holding and can_toggle_lamp:
                 return n - 1
             if holding:
@@ -517,7 +578,7 @@ class HandCodedExpert:
                 return n - 3
             return first
         at_right_recep = parent in self.curr_recep
-        can_put_object = f"move {obj} to {parent}" in admissible_wo_num_ids
+        can_put_object = f"move {obj} to {parent}" in admissible.wo_num_ids
         if self.task_type == "pick_and_place_simple":
             if holding and can_put_object and at_right_recep:
                 return n - 1
@@ -530,7 +591,7 @@ class HandCodedExpert:
             placed = self.facts.in_receptacle_of_classes(obj, parent)
             one_inside = len(placed) > 0
             first_placed = placed[0] if placed else ""
-            taking_same = any(f"take {first_placed}" in ac for ac in admissible_commands)
+            taking_same = f"take {first_placed}" in admissible.commands_text  # upstream: any(... in ac for ac in commands)
             if one_inside and holding and can_put_object and at_right_recep:
                 return n - 1
             if one_inside and holding:
@@ -553,7 +614,7 @@ class HandCodedExpert:
             "pick_cool_then_place_in_recep": ("cool", "fridge", self.facts.cool),
         }[self.task_type]
         is_done = len(self.inventory) > 0 and self.inventory[0] in done_set
-        can_change_object = f"{verb} {obj} with {appliance}" in admissible_wo_num_ids
+        can_change_object = f"{verb} {obj} with {appliance}" in admissible.wo_num_ids
         if is_done and holding and can_put_object and at_right_recep:
             return n - 1
         if is_done and holding:
@@ -566,13 +627,13 @@ class HandCodedExpert:
             return n - 5
         return first
 
-    def _slicing_subgoal(self, obj: str, admissible_commands: Sequence[str]) -> int:
+    def _slicing_subgoal(self, obj: str, admissible: _AdmissibleView) -> int:
         """Index into :func:`_slicing_subgoals` (find knife, take it, find ``obj``, slice it)."""
-        admissible_wo_num_ids, knife_in_obs, can_take_knife = self._common_predicates(_KNIFE, admissible_commands)
+        knife_in_obs, can_take_knife = self._common_predicates(_KNIFE, admissible)
         obs_at_curr_recep = self.obs_at_recep.get(self.curr_recep, "")
         is_obj_in_obs = "you see" in obs_at_curr_recep and f" {obj} " in obs_at_curr_recep
         holding_knife = self.is_agent_holding_right_object  # holds a knife: the right object for now
-        if holding_knife and is_obj_in_obs and f"slice {obj} with {_KNIFE}" in admissible_wo_num_ids:
+        if holding_knife and is_obj_in_obs and f"slice {obj} with {_KNIFE}" in admissible.wo_num_ids:
             return 3
         if holding_knife:
             return 2

@@ -65,6 +65,12 @@ class FastAlfredEngine:
         self._world: World | None = None
         self._actions: dict[str, _Action] = {}
         self._admissible: list[str] = []
+        #: What the state but the agent's location gives, by (what, where): the actions at a
+        #: location, the text on arriving at a receptacle, the look around a location.  Valid while
+        #: only the location changes; replaced (never cleared: clones and resets share it) on any
+        #: other change.  Rollouts walk from receptacle to receptacle, and an expert's rollouts
+        #: (each on a clone) revisit the same places in the same state again and again.
+        self._memo: dict[tuple[str, str], Any] = {}
         self._won = False
         self._location = ""
         self._opened: set[str] = set()
@@ -130,10 +136,11 @@ class FastAlfredEngine:
         if action is None:
             return EngineStep(text.NOTHING_HAPPENS, list(self._admissible), self._won)
         kind = action[0]
+        if kind != "goto" and kind in _CHANGES:
+            self._memo = {}  # before the change: what it computes is then stored for the new state
         feedback = _APPLY[kind](self, *action[1:])
         if kind in _CHANGES_ADMISSIBLE:
-            self._actions = self._applicable_actions()
-            self._admissible = sorted(self._actions)
+            self._refresh_actions()
         if not _CHANGES.get(kind, frozenset()).isdisjoint(self.world.goal.predicates):
             self._won = self.world.goal.holds(self)
         return EngineStep(feedback, list(self._admissible), self._won)
@@ -201,9 +208,24 @@ class FastAlfredEngine:
 
     # -- state update -------------------------------------------------------------------
     def _update(self) -> None:
-        self._actions = self._applicable_actions()
-        self._admissible = sorted(self._actions)
+        self._memo = {}
+        self._refresh_actions()
         self._won = self.world.goal.holds(self)
+
+    def _refresh_actions(self) -> None:
+        """The applicable actions in the current state (both only ever replaced, never changed in place)."""
+        self._actions, self._admissible = self._memoised(("actions", self._location), self._actions_and_commands)
+
+    def _actions_and_commands(self) -> tuple[dict[str, _Action], list[str]]:
+        actions = self._applicable_actions()
+        return actions, sorted(actions)
+
+    def _memoised(self, key: tuple[str, str], compute: Callable[[], Any]) -> Any:
+        """``compute()``, a function of the state but the location, remembered under ``key`` (see ``_memo``)."""
+        value = self._memo.get(key)
+        if value is None:
+            value = self._memo[key] = compute()
+        return value
 
     def _applicable_actions(self) -> dict[str, _Action]:
         """Command -> action for every applicable operator (first grounding wins, like TextWorld)."""
@@ -285,7 +307,7 @@ class FastAlfredEngine:
     # -- actions (return the feedback, derived on the post-action state) ----------------
     def _do_goto(self, r: str) -> str:
         self._location = self.world.receptacle_location[r]
-        return f"You arrive at {self.world.names[r]}. {self._receptacle_text(r)}"
+        return self._memoised(("arrive", r), lambda: f"You arrive at {self.world.names[r]}. {self._receptacle_text(r)}")
 
     def _do_open(self, r: str) -> str:
         self._opened.add(r)
@@ -364,7 +386,7 @@ class FastAlfredEngine:
         )
 
     def _do_look(self) -> str:
-        return self._look(with_appliances=False)
+        return self._memoised(("look", self._location), lambda: self._look(with_appliances=False))
 
     def _do_inventory(self) -> str:
         if not self._holds_any:
