@@ -78,13 +78,17 @@ class BatchKVCache:
         self.keys: list[Any] = []  # per layer [rows, kv_heads, capacity, head_dim], allocated at first write
         self.values: list[Any] = []
         self._parent: tuple[BatchKVCache, slice, int] | None = None  # a window's cache, rows and first column
+        self.fed: Any = None  # a window's [rows, n] bool: the input columns that are the row's own tokens
 
-    def window(self, rows: slice, first_column: int, length: int) -> BatchKVCache:
+    def window(self, rows: slice, first_column: int, length: int, fed: Any = None) -> BatchKVCache:
         """A cache over ``rows`` and the columns from ``first_column`` on, sharing this one's tensors.
 
         Its model cache writes at column ``length`` of the window (``first_column + length`` here)
         and attends over the window's columns only: part of a batch runs through the model on its
         own, over the columns its rows use, while the keys and values land in the batch's cache.
+        ``fed`` (``[rows, n]`` bool, the forward pass's ``n`` input columns): where it is False
+        the input is a pad of that row and the write keeps what the cache holds there — a row
+        with fewer new tokens than the window's longest keeps its reused prefix in those columns.
 
         Example:
             >>> import torch
@@ -93,9 +97,16 @@ class BatchKVCache:
             >>> keys, _ = part.model_cache(layers=1).update(torch.ones(1, 1, 2, 8), torch.ones(1, 1, 2, 8), 0)
             >>> tuple(keys.shape), cache.keys[0][:, 0, :, 0].tolist()
             ((1, 1, 3, 8), [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+
+            Row 0 feeds a pad, then its token: the pad's column keeps what was there.
+
+            >>> part = cache.window(slice(0, 2), first_column=0, length=2, fed=torch.tensor([[False, True], [True, True]]))
+            >>> _ = part.model_cache(layers=1).update(torch.full((2, 1, 2, 8), 7.0), torch.ones(2, 1, 2, 8), 0)
+            >>> cache.keys[0][:, 0, :, 0].tolist()
+            [[0.0, 0.0, 0.0, 7.0], [0.0, 0.0, 7.0, 7.0]]
         """
         part = BatchKVCache(self.capacity - first_column)
-        part.length, part._parent = length, (self, rows, first_column)
+        part.length, part._parent, part.fed = length, (self, rows, first_column), fed
         return part
 
     def model_cache(self, layers: int) -> Any:
@@ -114,6 +125,10 @@ class BatchKVCache:
         if end > self.capacity:
             raise ValueError(f"{end} columns do not fit a cache of capacity {self.capacity}")
         rows = slice(None) if row is None else row
+        if self.fed is not None and row is None:  # a row's pad columns keep what they hold (see window)
+            fed = self.fed[:, None, :, None]
+            keys = keys.where(fed, self.keys[layer][:, :, start:end])
+            values = values.where(fed, self.values[layer][:, :, start:end])
         self.keys[layer][rows, :, start:end].copy_(keys)
         self.values[layer][rows, :, start:end].copy_(values)
 
