@@ -361,7 +361,7 @@ class HFChatBackend:
         new tokens.  Rows are ordered by how many new tokens they run and go through the model in
         groups of :data:`_PREFILL_ROWS` (:meth:`_prefill_group`), so a row with few new tokens does
         not run as many pads as the batch's longest has tokens; the pads a row does run sit over
-        its prefix, which their writes leave as it is (``BatchKVCache.window``'s ``fed``).
+        its prefix, which their writes leave as it is (``BatchKVCache.window``'s ``pads``).
         """
         torch = self._torch
         order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) - (len(reused[i].ids) if reused[i] else 0))
@@ -373,13 +373,11 @@ class HFChatBackend:
         # the last sampled token is never fed back
         cache = BatchKVCache(width + max(max_new_tokens - 1, 0), rows=rows, static=self._static)
         input_ids = torch.full((rows, new_width), self.pad_id, dtype=torch.long)
-        fed = torch.zeros((rows, new_width), dtype=torch.bool)  # the input columns that are the row's own tokens
         mask = torch.ones((rows, cache.capacity), dtype=torch.bool)
         mask[:, :width] = False
         positions = torch.zeros((rows, new_width), dtype=torch.long)
         for row, (prompt, ids) in enumerate(zip(prompts, new)):
             input_ids[row, new_width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-            fed[row, new_width - len(ids):] = True
             positions[row, new_width - len(ids):] = torch.arange(len(prompt) - len(ids), len(prompt))
             mask[row, width - len(prompt): width] = True
         self.reused_tokens += sum(past)
@@ -390,33 +388,32 @@ class HFChatBackend:
         if self._static:  # the decode steps attend over the whole capacity: its columns open one per step
             mask[:, width:] = False
         mask = mask.to(device) if padded or self._static else None
-        input_ids, positions, fed = input_ids.to(device), positions.to(device), fed.to(device)
+        input_ids, positions = input_ids.to(device), positions.to(device)
         # rows with as many new tokens each run no pads: one pass
         group_rows = rows if len({len(n) for n in new}) == 1 else _PREFILL_ROWS
         groups = [slice(first, first + group_rows) for first in range(0, rows, group_rows)]
         prefill_mask = mask if padded else None
-        logits = torch.cat([self._prefill_group(cache, group, prompts, new, input_ids, fed, positions, prefill_mask)
+        logits = torch.cat([self._prefill_group(cache, group, prompts, new, input_ids, positions, prefill_mask)
                             for group in groups])
         cache.advance(width)
         next_position = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
         return _Batch(order, cache, cache.model_cache(self.model.config.num_hidden_layers), mask, next_position, logits)
 
     def _prefill_group(self, cache: BatchKVCache, rows: slice, prompts: list[list[int]], new: list[list[int]],
-                       input_ids: Any, fed: Any, positions: Any, mask: Any) -> Any:
+                       input_ids: Any, positions: Any, mask: Any) -> Any:
         """One forward pass of the batch rows ``rows`` over the columns they use; their next-token logits.
 
         The group runs as many new tokens as its longest row (the last columns of the prompts) and
         attends from its longest prompt's first column on.  A row with fewer new tokens runs pads
         over the end of its reused prefix: their queries are masked (as are left pads), and their
-        keys and values are not written (``fed``), so the prefix stays in the cache.
+        keys and values are not written (``BatchKVCache.window``'s ``pads``), so the prefix stays in the cache.
         """
         new_width = input_ids.shape[1]
         width = max(len(p) for p in prompts)
         group_new = max(len(n) for n in new[rows])
         first_column = width - max(len(p) for p in prompts[rows])
-        some_pads = min(len(n) for n in new[rows]) < group_new
-        window = cache.window(rows, first_column, width - group_new - first_column,
-                              fed=fed[rows, new_width - group_new:] if some_pads else None)
+        pads = [group_new - len(n) for n in new[rows]]
+        window = cache.window(rows, first_column, width - group_new - first_column, pads=pads if any(pads) else None)
         attention = None if mask is None else _prefill_mask(self._torch, mask[rows, first_column:], window.length,
                                                              group_new, self.model.dtype)
         out = self.model(input_ids=input_ids[rows, new_width - group_new:], attention_mask=attention,

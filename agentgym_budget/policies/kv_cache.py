@@ -78,17 +78,20 @@ class BatchKVCache:
         self.keys: list[Any] = []  # per layer [rows, kv_heads, capacity, head_dim], allocated at first write
         self.values: list[Any] = []
         self._parent: tuple[BatchKVCache, slice, int] | None = None  # a window's cache, rows and first column
-        self.fed: Any = None  # a window's [rows, n] bool: the input columns that are the row's own tokens
+        self.pads: list[int] | None = None  # a window's: per row, how many first input columns are pads (see window)
 
-    def window(self, rows: slice, first_column: int, length: int, fed: Any = None) -> BatchKVCache:
+    def window(self, rows: slice, first_column: int, length: int, pads: list[int] | None = None) -> BatchKVCache:
         """A cache over ``rows`` and the columns from ``first_column`` on, sharing this one's tensors.
 
         Its model cache writes at column ``length`` of the window (``first_column + length`` here)
         and attends over the window's columns only: part of a batch runs through the model on its
         own, over the columns its rows use, while the keys and values land in the batch's cache.
-        ``fed`` (``[rows, n]`` bool, the forward pass's ``n`` input columns): where it is False
-        the input is a pad of that row and the write keeps what the cache holds there — a row
-        with fewer new tokens than the window's longest keeps its reused prefix in those columns.
+        ``pads`` (per row): how many of a forward pass's first input columns are pads of that row;
+        a write keeps what the cache holds there — a row with fewer new tokens than the window's
+        longest keeps its reused prefix in those columns.  Each row's own columns are copied on
+        their own: cheaper than a masked ``torch.where`` over the block or a write-then-restore of
+        the pads' columns past ~100 columns (tiny model, 4 rows, per layer: 39 vs 253 and 88 us at
+        2,000 columns; 24 vs 17 and 36 at 60).
 
         Example:
             >>> import torch
@@ -100,13 +103,13 @@ class BatchKVCache:
 
             Row 0 feeds a pad, then its token: the pad's column keeps what was there.
 
-            >>> part = cache.window(slice(0, 2), first_column=0, length=2, fed=torch.tensor([[False, True], [True, True]]))
+            >>> part = cache.window(slice(0, 2), first_column=0, length=2, pads=[1, 0])
             >>> _ = part.model_cache(layers=1).update(torch.full((2, 1, 2, 8), 7.0), torch.ones(2, 1, 2, 8), 0)
             >>> cache.keys[0][:, 0, :, 0].tolist()
             [[0.0, 0.0, 0.0, 7.0], [0.0, 0.0, 7.0, 7.0]]
         """
         part = BatchKVCache(self.capacity - first_column)
-        part.length, part._parent, part.fed = length, (self, rows, first_column), fed
+        part.length, part._parent, part.pads = length, (self, rows, first_column), pads
         return part
 
     def model_cache(self, layers: int) -> Any:
@@ -124,11 +127,12 @@ class BatchKVCache:
         end = start + keys.shape[-2]
         if end > self.capacity:
             raise ValueError(f"{end} columns do not fit a cache of capacity {self.capacity}")
+        if self.pads is not None and row is None:  # each row's own columns only: its pads keep what is there
+            for place, pads in enumerate(self.pads):
+                self.keys[layer][place, :, start + pads:end].copy_(keys[place, :, pads:])
+                self.values[layer][place, :, start + pads:end].copy_(values[place, :, pads:])
+            return
         rows = slice(None) if row is None else row
-        if self.fed is not None and row is None:  # a row's pad columns keep what they hold (see window)
-            fed = self.fed[:, None, :, None]
-            keys = keys.where(fed, self.keys[layer][:, :, start:end])
-            values = values.where(fed, self.values[layer][:, :, start:end])
         self.keys[layer][rows, :, start:end].copy_(keys)
         self.values[layer][rows, :, start:end].copy_(values)
 
