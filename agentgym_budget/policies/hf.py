@@ -410,8 +410,9 @@ class HFChatBackend:
 
         The group runs as many new tokens as its longest row (the last columns of the prompts) and
         attends from its longest prompt's first column on.  A row with fewer new tokens runs pads
-        over the end of its reused prefix: their queries are masked (as are left pads), and their
-        keys and values are not written (``BatchKVCache.window``'s ``pads``), so the prefix stays in the cache.
+        over the end of its reused prefix: nothing reads their outputs (the logits kept are each
+        row's last column's) and their keys and values are not written (``BatchKVCache.window``'s
+        ``pads``), so the prefix stays in the cache; the left pads are masked out as keys.
         """
         new_width = input_ids.shape[1]
         width = max(len(p) for p in prompts)
