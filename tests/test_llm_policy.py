@@ -322,6 +322,52 @@ def test_a_prefill_in_row_groups_gives_every_row_its_reply_alone(tiny) -> None:
             assert together[turn][row][1] == pytest.approx(alone[turn][0][1], abs=1e-5)
 
 
+def test_the_batch_cache_is_as_wide_as_the_longest_prompt_and_every_row_replies_as_alone(tiny) -> None:
+    """Rows continuing with reused prefixes beside a long fresh prompt: each row's prompt is one piece, so the
+    cache is max(prompt) + reply wide (not max(prefix) + max(new tokens) + reply), and the pads a short row runs
+    over its prefix in a prefill group leave that prefix intact: every row replies as it does alone."""
+    model, tokenizer = tiny
+    sampling = Sampling(temperature=0, max_new_tokens=8)
+
+    def encode(text: str) -> list[int]:
+        return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    firsts = [encode(f"Observation: you see {'a key and ' * (4 * i)}a door.") for i in range(3)]
+    fresh = encode("Observation: " + "a long corridor with doors " * 20)
+    extras = [encode(" Nothing happens."), encode(" You took the key and the door opened." * 3), encode(" A door.")]
+
+    def play(rows: list[int]):
+        """Two turns of conversations ``rows`` (3: the fresh prompt, second turn only): the second turn's
+        (reply ids, logprobs) per row, every batch's cache capacity, the second turn's prompts, the backend."""
+        backend = HFChatBackend(model, tokenizer)
+        capacities, prefill = [], backend._prefill
+
+        def recorded(*args, **kwargs):
+            batch = prefill(*args, **kwargs)
+            capacities.append(batch.cache.capacity)
+            return batch
+
+        backend._prefill = recorded
+        old = [row for row in rows if row < 3]
+        replies = {}
+        if old:
+            for row, c in zip(old, backend.generate([firsts[r] for r in old], old, sampling, keys=old)):
+                replies[row] = c.completion_ids
+        prompts = [firsts[r] + replies[r] + extras[r] if r < 3 else fresh for r in rows]
+        second = backend.generate(prompts, rows, sampling, keys=rows)
+        return [(c.completion_ids, c.logprobs) for c in second], capacities, prompts, backend
+
+    together, capacities, prompts, backend = play([0, 1, 2, 3])
+    assert backend.reused_tokens >= sum(len(firsts[r]) for r in range(3))  # the second turn reused the prefixes
+    longest = max(len(p) for p in prompts)
+    assert len(fresh) == longest, "the fresh prompt (no prefix) must be the longest"
+    assert capacities[-1] == longest + sampling.max_new_tokens - 1
+    for row in range(4):
+        alone, *_ = play([row])
+        assert together[row][0] == alone[0][0]
+        assert together[row][1] == pytest.approx(alone[0][1], abs=1e-5)
+
+
 def test_a_row_whose_reply_ended_is_no_longer_fed(tiny) -> None:
     model, tokenizer = tiny
     backend = HFChatBackend(model, tokenizer, reuse_prefix=False)

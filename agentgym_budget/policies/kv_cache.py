@@ -78,13 +78,20 @@ class BatchKVCache:
         self.keys: list[Any] = []  # per layer [rows, kv_heads, capacity, head_dim], allocated at first write
         self.values: list[Any] = []
         self._parent: tuple[BatchKVCache, slice, int] | None = None  # a window's cache, rows and first column
+        self.pads: list[int] | None = None  # a window's: per row, how many first input columns are pads (see window)
 
-    def window(self, rows: slice, first_column: int, length: int) -> BatchKVCache:
+    def window(self, rows: slice, first_column: int, length: int, pads: list[int] | None = None) -> BatchKVCache:
         """A cache over ``rows`` and the columns from ``first_column`` on, sharing this one's tensors.
 
         Its model cache writes at column ``length`` of the window (``first_column + length`` here)
         and attends over the window's columns only: part of a batch runs through the model on its
         own, over the columns its rows use, while the keys and values land in the batch's cache.
+        ``pads`` (per row): how many of a forward pass's first input columns are pads of that row;
+        a write keeps what the cache holds there — a row with fewer new tokens than the window's
+        longest keeps its reused prefix in those columns.  Each row's own columns are copied on
+        their own: cheaper than a masked ``torch.where`` over the block or a write-then-restore of
+        the pads' columns past ~100 columns (tiny model, 4 rows, per layer: 39 vs 253 and 88 us at
+        2,000 columns; 24 vs 17 and 36 at 60).
 
         Example:
             >>> import torch
@@ -93,9 +100,16 @@ class BatchKVCache:
             >>> keys, _ = part.model_cache(layers=1).update(torch.ones(1, 1, 2, 8), torch.ones(1, 1, 2, 8), 0)
             >>> tuple(keys.shape), cache.keys[0][:, 0, :, 0].tolist()
             ((1, 1, 3, 8), [[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, 1.0, 1.0]])
+
+            Row 0 feeds a pad, then its token: the pad's column keeps what was there.
+
+            >>> part = cache.window(slice(0, 2), first_column=0, length=2, pads=[1, 0])
+            >>> _ = part.model_cache(layers=1).update(torch.full((2, 1, 2, 8), 7.0), torch.ones(2, 1, 2, 8), 0)
+            >>> cache.keys[0][:, 0, :, 0].tolist()
+            [[0.0, 0.0, 0.0, 7.0], [0.0, 0.0, 7.0, 7.0]]
         """
         part = BatchKVCache(self.capacity - first_column)
-        part.length, part._parent = length, (self, rows, first_column)
+        part.length, part._parent, part.pads = length, (self, rows, first_column), pads
         return part
 
     def model_cache(self, layers: int) -> Any:
@@ -113,6 +127,11 @@ class BatchKVCache:
         end = start + keys.shape[-2]
         if end > self.capacity:
             raise ValueError(f"{end} columns do not fit a cache of capacity {self.capacity}")
+        if self.pads is not None and row is None:  # each row's own columns only: its pads keep what is there
+            for place, pads in enumerate(self.pads):
+                self.keys[layer][place, :, start + pads:end].copy_(keys[place, :, pads:])
+                self.values[layer][place, :, start + pads:end].copy_(values[place, :, pads:])
+            return
         rows = slice(None) if row is None else row
         self.keys[layer][rows, :, start:end].copy_(keys)
         self.values[layer][rows, :, start:end].copy_(values)
