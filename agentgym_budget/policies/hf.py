@@ -398,24 +398,24 @@ class HFChatBackend:
         group_rows = rows if len({len(n) for n in new}) == 1 else _PREFILL_ROWS
         groups = [slice(first, first + group_rows) for first in range(0, rows, group_rows)]
         prefill_mask = mask if padded else None
-        logits = torch.cat([self._prefill_group(cache, group, prompts, new, input_ids, positions, prefill_mask)
+        logits = torch.cat([self._prefill_group(cache, group, prompts, new, width, input_ids, positions, prefill_mask)
                             for group in groups])
         cache.advance(width)
         next_position = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
         return _Batch(order, cache, cache.model_cache(self.model.config.num_hidden_layers), mask, next_position, logits)
 
     def _prefill_group(self, cache: BatchKVCache, rows: slice, prompts: list[list[int]], new: list[list[int]],
-                       input_ids: Any, positions: Any, mask: Any) -> Any:
+                       width: int, input_ids: Any, positions: Any, mask: Any) -> Any:
         """One forward pass of the batch rows ``rows`` over the columns they use; their next-token logits.
 
         The group runs as many new tokens as its longest row (the last columns of the prompts) and
         attends from its longest prompt's first column on.  A row with fewer new tokens runs pads
         over the end of its reused prefix: nothing reads their outputs (the logits kept are each
         row's last column's) and their keys and values are not written (``BatchKVCache.window``'s
-        ``pads``), so the prefix stays in the cache; the left pads are masked out as keys.
+        ``pads``), so the prefix stays in the cache; the left pads are masked out as keys.  ``width``
+        is the column every prompt ends at (the longest prompt's length).
         """
         new_width = input_ids.shape[1]
-        width = max(len(p) for p in prompts)
         group_new = max(len(n) for n in new[rows])
         first_column = width - max(len(p) for p in prompts[rows])
         pads = [group_new - len(n) for n in new[rows]]
