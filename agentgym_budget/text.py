@@ -33,7 +33,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from gymnasium.envs.registration import parse_env_id
 
-__all__ = ["ACTION_EFFECTS", "BUDGET_ID_SUFFIX", "INVALID_ACTION_FEEDBACK", "NO_STATE_CHANGE", "admissibility",
+__all__ = ["ACTION_EFFECTS", "BUDGET_ID_SUFFIX", "INVALID_ACTION_FEEDBACK", "NO_STATE_CHANGE", "UNKNOWN", "admissibility",
            "family_name", "is_invalid", "printable_line", "redact_url"]
 
 #: What the environments answer to an action they do not understand or cannot apply.
@@ -46,21 +46,22 @@ INVALID_ACTION_FEEDBACK: str = "Nothing happens."
 ACTION_EFFECTS: tuple[str, ...] = ("invalid", "no_effect", "progress", "neutral", "regress")
 #: The effects that leave the state as it was.
 NO_STATE_CHANGE: frozenset[str] = frozenset({"invalid", "no_effect"})
-#: A turn's admissibility when the env listed no commands.
-ADMISSIBILITY_UNKNOWN: int = -1
+#: A per-turn fact the env does not provide (no admissible list, no expert, no plan): the turn
+#: records' marker (``eval.records.UNKNOWN``), and :func:`admissibility` without a list.
+UNKNOWN: int = -1
 #: ``X-Budget-v0`` is family ``X`` under a TurnBudget.
 BUDGET_ID_SUFFIX: str = "-Budget"
 
 
 def admissibility(action: object, commands: list[str] | tuple[str, ...] | None) -> int:
     """1 if ``action`` is among the admissible ``commands`` (exactly as written), 0 if not,
-    :data:`ADMISSIBILITY_UNKNOWN` (-1) if the env gave no list.
+    :data:`UNKNOWN` (-1) if the env gave no list.
 
     Example:
         >>> admissibility("look", ["look", "go north"]), admissibility(" look", ["look"]), admissibility("look", None)
         (1, 0, -1)
     """
-    return int(action in commands) if commands else ADMISSIBILITY_UNKNOWN
+    return int(action in commands) if commands else UNKNOWN
 
 
 def is_invalid(admissible: int, effect: str = "") -> bool:

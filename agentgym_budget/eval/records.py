@@ -16,7 +16,7 @@ from typing import Any
 
 from agentgym_budget.eval.schema import NOT_IN_FILE, Bit, Index, Known, NonNegative, RecordError, Ternary, Turn, checked
 from agentgym_budget.policies.base import PolicyReply
-from agentgym_budget.text import admissibility
+from agentgym_budget.text import UNKNOWN, admissibility  # UNKNOWN: re-exported, the records' marker
 
 __all__ = [
     "EpisodeJob",
@@ -31,7 +31,6 @@ __all__ = [
     "turn_facts",
 ]
 
-UNKNOWN = -1  # marks a per-turn fact the env does not provide (no expert, no plan)
 
 
 @dataclass(frozen=True, order=True)

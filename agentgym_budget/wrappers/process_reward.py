@@ -74,7 +74,7 @@ from typing import Any, Literal, Protocol, SupportsFloat, runtime_checkable
 import gymnasium as gym
 import numpy as np
 
-from agentgym_budget.text import admissibility, family_name, is_invalid
+from agentgym_budget.text import NO_STATE_CHANGE, admissibility, family_name, is_invalid
 
 __all__ = [
     "SIGNALS",
@@ -142,10 +142,11 @@ class InvalidActionPenalty:
         return -float(self._count)
 
     def is_invalid(self, action: Any, info: dict[str, Any]) -> bool:
-        """The action was invalid (:func:`~agentgym_budget.text.is_invalid`, the evaluator's
-        definition) or the env says it changed nothing (``action_effect == "no_effect"``)."""
+        """The env says the turn changed nothing (``action_effect`` in ``NO_STATE_CHANGE``: invalid
+        or no effect), else the action was invalid by :func:`~agentgym_budget.text.is_invalid`
+        (the evaluator's definition: not admissible, for an env that reports no effect)."""
         effect = str(info.get("action_effect", ""))
-        return is_invalid(admissibility(action, self._admissible), effect) or effect == "no_effect"
+        return effect in NO_STATE_CHANGE or is_invalid(admissibility(action, self._admissible), effect)
 
 
 class StepRewardSum:
