@@ -55,7 +55,7 @@ def test_mix_budget_episodes_end_at_the_budget_or_the_env_end() -> None:
     budgets, metrics = [], []
 
     def random_reply(chat):
-        commands = chat[-1]["content"].rsplit("Admissible commands: ", 1)[1].split(", ")
+        commands = chat[-1]["content"].rsplit("Available commands: ", 1)[1].split(", ")
         return f"Thought: let me try.\nAction: {rng.choice(commands)}"
 
     for seed in range(10):

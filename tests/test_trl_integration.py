@@ -47,7 +47,7 @@ def test_tool_env_plays_the_episode_and_ends_it() -> None:
     assert [name for name in dir(BudgetToolEnv) if not name.startswith("_") and callable(getattr(BudgetToolEnv, name))
             ] == ["act", "reset"]
     text = env.reset(prompt=[{"role": "user", "content": "ignored"}], seed=4, budget=2)
-    assert "[Turns left: 2 of 2]" in text and "Admissible commands: " in text
+    assert "[Turns left: 2 of 2]" in text and "Available commands: " in text
     assert "Turns left: 1 of 2" in env.act("look")
     assert env.act("look").endswith("The episode is over: the turn budget is spent.")
     assert env.session.outcome == "truncated"

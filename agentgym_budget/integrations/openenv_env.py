@@ -5,7 +5,8 @@
   spec).  ``reset(seed=, budget=)`` (``budget`` forces the episode's budget), ``step(TextAction)``,
   ``state`` (episode id, steps, budget, turns left).
 * :class:`TextAction` / :class:`TextObservation` / :class:`BudgetState` — the wire types.  The
-  observation carries ``text``, ``admissible_commands``, ``budget``, ``turn``, ``turns_left``,
+  observation carries ``text`` (the env's own), ``message`` (the user message an LLM reads, as
+  the evaluator and the trainer render it), ``admissible_commands``, ``budget``, ``turn``, ``turns_left``,
   ``won``, and — since OpenEnv's ``done`` is a single flag — ``terminated`` and ``truncated``
   (``done == terminated or truncated``); ``reward`` is the env's step reward.
 * :func:`make_openenv_app` — the FastAPI app (``openenv.core.env_server.create_fastapi_app``):
@@ -54,7 +55,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.integrations.session import ARGUMENT_ERRORS, BudgetSession, EpisodeOver, Wrapper
+from agentgym_budget.integrations.session import ARGUMENT_ERRORS, BudgetSession, EpisodeOver, Wrapper, format_turn
 from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
@@ -94,6 +95,8 @@ class TextObservation(Observation):
     """What the agent sees after ``reset``/``step``; ``done`` is ``terminated or truncated``."""
 
     text: str = Field(default="", description="the env's text observation (with the budget when shown)")
+    message: str = Field(default="", description="the user message for an LLM, as the project's one renderer writes "
+                                                 "it for the evaluator and the trainer (policies.prompting.turn_message)")
     task: str = Field(default="", description="the goal")
     admissible_commands: list[str] = Field(default_factory=list)
     budget: int = Field(default=0, description="this episode's turn budget")
@@ -164,7 +167,7 @@ class BudgetEnvironment(Environment[TextAction, TextObservation, BudgetState]):
     def _observation(self) -> TextObservation:
         s = self.session
         return TextObservation(
-            text=s.observation, task=str(s.info.get("task", "")), admissible_commands=s.admissible_commands,
+            text=s.observation, message=format_turn(s), task=str(s.info.get("task", "")), admissible_commands=s.admissible_commands,
             budget=s.budget, turn=s.turn, turns_left=s.turns_left, won=s.won, terminated=s.terminated,
             truncated=s.truncated, done=s.done, reward=s.reward, info=s.public_info(), env_failures=s.env_failures,
         )

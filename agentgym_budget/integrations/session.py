@@ -91,6 +91,7 @@ import gymnasium as gym
 from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval.outcome import episode_over
+from agentgym_budget.policies.prompting import turn_message
 from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import TurnBudget, find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
@@ -433,24 +434,25 @@ def _one_line(error: BaseException) -> str:
 
 
 def format_turn(session: BudgetSession, list_commands: bool = True) -> str:
-    """The text an LLM sees for the current state: observation, how the episode ended, commands.
+    """The user message an LLM reads for the current state, as every other path writes it.
 
-    The remaining budget is in the observation itself when the env was made with
-    ``show_budget=True`` (``TurnBudget``'s own text); this adds only the end of episode and
-    (``list_commands=True``) the admissible commands.
+    :func:`~agentgym_budget.policies.prompting.turn_message` — the one renderer the evaluator and
+    the trainer use: ``Observation: ...``, the remaining budget (when the env was made with
+    ``show_budget=True``: ``TurnBudget``'s own text), ``Available commands: ...``
+    (``list_commands=True``).  Once the episode is over, how it ended follows instead of the
+    commands (an adapter's library may go on asking: the policy path never shows an end).
 
     >>> import agentgym_budget
     >>> session = BudgetSession("KeyDoor-Budget-v0", budget=3, show_budget=True)
     >>> _ = session.reset(seed=0, options={"task": "red-blue"})
     >>> print(format_turn(session))  # doctest: +ELLIPSIS
-    You are in a hall...[Turns left: 3 of 3]
-    Admissible commands: take key, open red door, open blue door
+    Observation: You are in a hall...
+    [Turns left: 3 of 3]
+    Available commands: take key, open red door, open blue door
     """
-    text = session.observation
+    text = turn_message(session.observation, session.info, list_commands=list_commands and not session.done)
     if session.done:
         text += "\n\n" + end_text(session)
-    elif list_commands and session.admissible_commands:
-        text += "\nAdmissible commands: " + ", ".join(session.admissible_commands)
     return text
 
 

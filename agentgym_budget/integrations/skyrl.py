@@ -8,7 +8,7 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
 
 * ``env_config`` (SkyRL's per-env-class config, a mapping or ``DictConfig``): ``budget`` (any
   budget spec; default: the id's), ``action_matching`` (``exact``, the default, or ``fuzzy``: see
-  below), ``list_commands``, ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
+  below), ``list_commands``, ``system_prompt``, ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
   on top: a signal name, or a mapping of its arguments such as ``{signal: subgoal, coef: 0.1}``),
   ``step_timeout_s`` (a deadline per env call: a hung env is a fault, see below),
   the ``TurnBudget`` options (``show_budget``, ``budget_template``, a curriculum's
@@ -27,8 +27,11 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
   follows the training run.  ``extras["progress"]`` overrides it (for a trainer that knows the
   global progress, e.g. across several generator processes, each of which counts only its own);
   :func:`reset_shared_progress` starts the counters again.
-* ``init`` appends the first observation (with the admissible commands and, with
-  ``show_budget=True``, the remaining budget) as a user message.  ``step`` reads the command from
+* ``init`` appends the first turn's user message as the evaluator and the trainer render it
+  (:func:`~agentgym_budget.policies.prompting.turn_message`: the observation, with
+  ``show_budget=True`` the remaining budget, the admissible commands) and, when the dataset's prompt
+  has no system message, puts theirs first (the instructions, ``env_config["system_prompt"]``,
+  then the task).  ``step`` reads the command from
   the model's reply (``Action: <command>``, :func:`~agentgym_budget.policies.prompting.parse_action`:
   played as written, in the admissible spelling when it is one up to case, whitespace and trailing
   punctuation; near misses only with ``action_matching: fuzzy``, which a trainer should not use, as
@@ -89,7 +92,7 @@ import gymnasium as gym
 from agentgym_budget._optional import require
 from agentgym_budget.envs.registration import FAMILIES
 from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn
-from agentgym_budget.policies.prompting import check_matching, parse_action
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action, system_message
 from agentgym_budget.wrappers import ProcessReward
 from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
 
@@ -102,7 +105,7 @@ __all__ = ["SkyRLBudgetEnv", "register_skyrl_envs", "reset_shared_progress", "sh
 
 #: ``env_config`` keys this adapter reads itself (the rest go to ``make_budget_env``).
 ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward",
-                          "step_timeout_s"})
+                          "step_timeout_s", "system_prompt"})
 
 _progress: dict[str, SharedProgress] = {}  # shared_progress's counters, by _progress_key
 _progress_lock = threading.Lock()  # guards the dict: SkyRL may init envs from an executor's threads
@@ -132,6 +135,7 @@ class SkyRLBudgetEnv(BaseTextEnv):
         config.pop("env_id", None)
         budget = config.pop("budget", None)
         self.list_commands = bool(config.pop("list_commands", True))
+        self.system_prompt = str(config.pop("system_prompt", SYSTEM_PROMPT))
         self.action_matching = check_matching(config.pop("action_matching", "exact"))
         process_reward = config.pop("process_reward", None)
         if process_reward is not None:
@@ -144,13 +148,20 @@ class SkyRLBudgetEnv(BaseTextEnv):
         self.max_turns = self.session.turn_budget.schedule.max_budget  # for code that reads BaseTextEnv.max_turns
 
     def init(self, prompt: list[dict[str, str]]) -> tuple[list[dict[str, str]], dict[str, Any]]:
-        """Reset the env; the prompt with the first observation appended as a user message."""
+        """Reset the env; the prompt with the first turn's user message appended, as the evaluator renders it.
+
+        A prompt without a system message gets the one the evaluator and the trainer write (the
+        instructions, ``env_config["system_prompt"]``, then the task); a dataset's own is kept.
+        """
         options = self.extras.get("options")
         progress = self.extras.get("progress")  # SkyRL passes none: the shared counter (module docstring)
         self.turns = 0
         self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
                            progress=progress)
         first = {"role": "user", "content": format_turn(self.session, self.list_commands)}
+        prompt = list(prompt)
+        if not any(message.get("role") == "system" for message in prompt):
+            prompt.insert(0, dict(system_message(str(self.session.info.get("task", "")), self.system_prompt)))
         return [*prompt, first], self._metadata()
 
     def step(self, action: str) -> BaseTextEnvStepOutput:

@@ -53,10 +53,14 @@ Example:
     >>> make_env = environment_factory("KeyDoor-Budget-v0", budget="mix:1,2", show_budget=True)
     >>> env = make_env()
     >>> print(env.reset(seed=0, budget=1, options={"task": "red-blue"}))  # doctest: +ELLIPSIS
-    You are in a hall...[Turns left: 1 of 1]
-    Admissible commands: take key, open red door, open blue door
+    Observation: You are in a hall...
+    [Turns left: 1 of 1]
+    Available commands: take key, open red door, open blue door
     >>> print(env.act("take key"))  # doctest: +ELLIPSIS
-    You take the key...The episode is over: the turn budget is spent.
+    Observation: You take the key...
+    [Turns left: 0 of 1]
+    <BLANKLINE>
+    The episode is over: the turn budget is spent.
     >>> env.session.outcome, episode_reward([env])
     ('truncated', [0.0])
     >>> print(env.act("open red door"))  # after the end: answered, not played

@@ -6,8 +6,12 @@
 
 * ``setup_state`` makes the row's episode (a
   :class:`~agentgym_budget.integrations.session.BudgetSession`: any registered id, any budget
-  spec, extra wrappers such as ``ProcessReward``) and appends the first observation (with the
-  admissible commands and, with ``show_budget=True``, the remaining budget) to the prompt;
+  spec, extra wrappers such as ``ProcessReward``), puts the task under the instructions in the
+  system message and appends the first turn's user message to the prompt — both as the
+  evaluator and the trainer render them
+  (:func:`~agentgym_budget.policies.prompting.system_message`,
+  :func:`~agentgym_budget.policies.prompting.turn_message`: the observation, with
+  ``show_budget=True`` the remaining budget, the admissible commands);
 * ``env_response`` reads the command from the model's reply (``Action: <command>``,
   :func:`~agentgym_budget.policies.prompting.parse_action`: played as written, in the admissible
   spelling when it is one up to case, whitespace and trailing punctuation; near misses only with
@@ -48,7 +52,7 @@ from typing import Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn
-from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action, system_message
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 _WHAT = "the verifiers adapter"
@@ -108,6 +112,10 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         prompt = list(state["prompt"])
         if prompt and _role(prompt[-1]) == "user" and not _content(prompt[-1]):
             prompt = prompt[:-1]  # the dataset's empty question: the observation is the question
+        if prompt and _role(prompt[0]) == "system" and _content(prompt[0]) == self.system_prompt:
+            # the task is known once the episode is made: the system message the policy path writes
+            prompt[0] = vf.SystemMessage(
+                content=system_message(str(session.info.get("task", "")), self.system_prompt)["content"])
         state["prompt"] = [*prompt, vf.UserMessage(content=format_turn(session, self.list_commands))]
         state["episode"] = session.summary()
         _raise_if_failed(session)

@@ -4,8 +4,9 @@
 :class:`~agentgym_budget.policies.chat.ChatBackend` — a local model
 (:class:`~agentgym_budget.policies.hf.HFChatBackend`, registered as ``hf``) or a served one
 over the OpenAI protocol (``openai``).  The evaluator and the trainer both drive it: each turn
-it builds every pending episode's messages with
-:func:`~agentgym_budget.policies.prompting.build_messages`, asks the backend for all replies
+it builds every pending episode's messages with the one renderer
+(:func:`~agentgym_budget.policies.prompting.turn_message`,
+:func:`~agentgym_budget.policies.prompting.build_messages`), asks the backend for all replies
 at once, and parses each with :func:`~agentgym_budget.policies.prompting.parse_action`
 (exact matching unless ``action_matching="fuzzy"``; a reply's command that is played in another
 spelling is kept in :attr:`~agentgym_budget.policies.base.PolicyReply.written_action`).
@@ -30,8 +31,8 @@ from typing import Any
 from agentgym_budget.policies.base import PolicyReply
 from agentgym_budget.policies.chat import ChatBackend, Completion, Message, Sampling
 from agentgym_budget.policies.prompting import (SYSTEM_PROMPT, build_messages, chat_messages, check_matching,
-                                                parse_action, strip_imagined_observation, user_message,
-                                                written_command)
+                                                parse_action, split_budget, strip_imagined_observation,
+                                                turn_message, written_command)
 from agentgym_budget.seeds import turn_seed
 
 __all__ = ["HISTORIES", "LLMEpisode", "LLMPolicy", "make_hf_policy", "make_openai_policy"]
@@ -43,6 +44,8 @@ HISTORIES = ("replies", "actions", "append")
 @dataclass
 class LLMEpisode:
     """One episode's state in an :class:`LLMPolicy`: its seed and the ``(observation, reply)`` turns so far.
+
+    The observations are kept without the budget line an env adds (earlier turns do not show it).
 
     ``history="append"`` also keeps each turn's user message as it was shown, the first turn the
     conversation shows, and (on a backend that appends ids) the last prompt's ids followed by the
@@ -62,9 +65,11 @@ class LLMPolicy:
     Args:
         backend: generates the replies.
         sampling: temperature, top-p, new-token limit, stop strings (exactly what the backend applies).
-        show_budget: add ``[Turns left: x of T]`` (from ``info``) under the latest observation.
+        show_budget: show the remaining budget under the latest observation, as the env's
+            ``TurnBudget`` writes it (``info["budget_text"]``, its ``budget_template``).
             The policy then reads the budget, so the evaluator runs one rollout per budget.
-            Leave it ``False`` when the env shows the budget itself (``TurnBudget(show_budget=True)``).
+            Where the env shows the budget itself (``TurnBudget(show_budget=True)``) the line is
+            shown once either way: the message is the same.
         list_admissible: list ``info["admissible_commands"]`` under the latest observation.
         max_turns_shown: keep only this many recent turns in the conversation (``None``: all).
         system_prompt: the instructions; the task is appended to them.
@@ -116,20 +121,15 @@ class LLMPolicy:
 
     def messages(self, state: LLMEpisode, obs: str, info: dict[str, Any]) -> list[Message]:
         """The conversation the model sees for this turn (without changing the state)."""
-        budget_text = None
-        if self.show_budget and "turns_left" in info:
-            budget_text = f"[Turns left: {info['turns_left']} of {info['budget']}]"
-        admissible = info.get("admissible_commands") if self.list_admissible else None
+        new = turn_message(obs, info, show_budget=self.show_budget, list_commands=self.list_admissible)
         task = str(info.get("task", ""))
         if self.history == "append":
-            new = user_message(obs, budget_text=budget_text, admissible=admissible)
             first = self._first_shown(state)
             replies = [reply for _, reply in state.history[first:]]
             return chat_messages(task, [*zip(state.shown[first:], replies), (new, None)],
                                  system_prompt=self.system_prompt)
-        return build_messages(task, [*state.history, (obs, None)], budget_text=budget_text,
-                              admissible=admissible, max_turns_shown=self.max_turns_shown,
-                              system_prompt=self.system_prompt)
+        return build_messages(task, [*state.history, (split_budget(obs, info)[0], None)], last_message=new,
+                              max_turns_shown=self.max_turns_shown, system_prompt=self.system_prompt)
 
     def act_batch(self, states: Sequence[LLMEpisode], observations: Sequence[str],
                   infos: Sequence[dict[str, Any]]) -> list[PolicyReply]:
@@ -146,7 +146,7 @@ class LLMPolicy:
             reply = strip_imagined_observation(completion.text)
             action = parse_action(reply, info.get("admissible_commands"), matching=self.action_matching)
             written = written_command(reply)
-            self._record(state, obs, conversation[-1]["content"], completion, reply, action)
+            self._record(state, split_budget(obs, info)[0], conversation[-1]["content"], completion, reply, action)
             replies.append(PolicyReply(action, completion.text, completion.prompt_tokens, completion.completion_tokens,
                                        completion, written_action=written if written != action else None))
         return replies

@@ -1,16 +1,23 @@
-"""The conversation an LLM agent sees, and how its reply becomes a command (ReAct style).
+"""What the agent sees, rendered once: the conversation an LLM agent reads, and how its reply becomes a command.
 
-The one prompt builder and the one reply parser of every LLM policy (evaluation and training,
-local and served models):
+The one renderer of the model's input and the one reply parser, used by every path that puts a
+model in front of an env: the evaluator and the trainer (through
+:class:`~agentgym_budget.policies.llm.LLMPolicy`), SFT data, and every adapter (TRL, verifiers,
+SkyRL, OpenEnv, through :func:`~agentgym_budget.integrations.session.format_turn`).  For the same
+env state they all produce the same text (``tests/test_rendering.py``):
 
-* :func:`build_messages` turns the task, the episode so far and (when asked) the remaining
-  budget and the admissible commands into chat messages: a system message with the
-  instructions and the task, then per turn a ``user`` message with the observation and an
-  ``assistant`` message with what the model replied.  A tokenizer's chat template renders them
-  (:func:`render_plain` for models without one).  :func:`user_message` writes one turn's user
-  message and :func:`chat_messages` lays the turns out — also for an append-only conversation
+* :func:`turn_message` writes one turn's user message from the observation and ``info``:
+  ``Observation: ...``, the budget line, ``Available commands: ...``.  The budget line is
+  ``TurnBudget``'s own text (``info["budget_text"]``, in its ``budget_template``), shown once:
+  where the env already shows it (``TurnBudget(show_budget=True)``) it is taken out of the
+  observation and put on its line; where the env does not, the policy may add it
+  (``show_budget=True``) — either way the model reads the same message;
+* :func:`system_message` is the instructions followed by the task (``Your task is to: ...``);
+  :func:`chat_messages` lays a conversation out as chat messages — also an append-only one
   (``LLMPolicy(history="append")``), whose every user message keeps its own budget line and
-  commands;
+  commands; :func:`build_messages` is the whole conversation for the next reply from raw
+  observations;
+* a tokenizer's chat template renders the messages (:func:`render_plain` for models without one);
 * :func:`parse_action` extracts the command from a reply and plays it as written — in the
   admissible spelling when it is an admissible command up to case, whitespace and trailing
   punctuation.  Mapping a near miss onto an admissible command is an explicit opt-in
@@ -18,6 +25,13 @@ local and served models):
   another.
 
 Example:
+    >>> import gymnasium as gym, agentgym_budget
+    >>> env = gym.make("KeyDoor-Budget-v0", budget=3, show_budget=True)
+    >>> obs, info = env.reset(seed=0, options={"task": "red-blue"})
+    >>> print(turn_message(obs, info))  # doctest: +ELLIPSIS
+    Observation: You are in a hall...
+    [Turns left: 3 of 3]
+    Available commands: take key, open red door, open blue door
     >>> messages = build_messages("put a mug in the sink", [("You are in a kitchen.", None)],
     ...                           budget_text="[Turns left: 3 of 3]", admissible=["go to sink 1", "look"])
     >>> [m["role"] for m in messages]
@@ -34,12 +48,15 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agentgym_budget.policies.chat import Message
+from agentgym_budget.wrappers.budget_core import BUDGET_SEPARATOR, DEFAULT_BUDGET_TEMPLATE
 
-__all__ = ["ACTION_MATCHING", "SYSTEM_PROMPT", "build_messages", "chat_messages", "check_matching", "parse_action",
-           "render_plain", "strip_imagined_observation", "user_message", "written_command"]
+__all__ = ["ACTION_MATCHING", "SYSTEM_PROMPT", "budget_line", "build_messages", "chat_messages", "check_matching",
+           "parse_action", "render_plain", "split_budget", "strip_imagined_observation", "system_message",
+           "turn_message", "user_message", "written_command"]
 
 #: The instructions at the top of every conversation (the task follows them).
 SYSTEM_PROMPT = (
@@ -69,31 +86,110 @@ def build_messages(
     admissible: Sequence[str] | None = None,
     max_turns_shown: int | None = None,
     system_prompt: str = SYSTEM_PROMPT,
+    last_message: str | None = None,
 ) -> list[Message]:
     """The chat messages for the next reply.
+
+    Earlier turns show their observation only; the last one also the budget line and the
+    commands (its :func:`user_message`, or ``last_message`` when given: a :func:`turn_message`).
 
     Args:
         task: the goal (``info["task"]``), put in the system message so that it stays when
             old turns are dropped to fit a context limit.
         history: ``(observation, reply)`` pairs in order; the first observation is the one
             ``reset`` returned; the reply of the last pair is ``None`` (not written yet).
-        budget_text: e.g. ``"[Turns left: 7 of 20]"``, added to the last observation (pass
-            it when the agent is to be told its budget and the env does not show it itself).
+            Observations without the budget line (:func:`split_budget`).
+        budget_text: e.g. ``"[Turns left: 7 of 20]"``, added to the last observation.
         admissible: commands listed under the last observation (``None``: none listed).
         max_turns_shown: keep only the last this-many turns (``None``: all).
         system_prompt: the instructions (the task is appended to them).
+        last_message: the last turn's user message as written (then ``budget_text`` and
+            ``admissible`` are not used).
     """
     turns = list(history)
     if max_turns_shown is not None and len(turns) > max_turns_shown:
         turns = turns[-max_turns_shown:]
     last = len(turns) - 1
-    return chat_messages(task, [(user_message(observation, budget_text=budget_text if index == last else None,
-                                              admissible=admissible if index == last else None), reply)
-                                for index, (observation, reply) in enumerate(turns)], system_prompt=system_prompt)
+    messages = [user_message(observation) for observation, _ in turns[:-1]]
+    if turns:
+        messages.append(last_message if last_message is not None else
+                        user_message(turns[last][0], budget_text=budget_text, admissible=admissible))
+    return chat_messages(task, [(message, reply) for message, (_, reply) in zip(messages, turns)],
+                         system_prompt=system_prompt)
 
 
-def user_message(observation: str, *, budget_text: str | None = None, admissible: Sequence[str] | None = None) -> str:
+def turn_message(observation: str, info: Mapping[str, Any], *, show_budget: bool = False,
+                 list_commands: bool = True) -> str:
+    """The user message of one turn, for every path (evaluator, trainer, SFT data, adapters).
+
+    ``Observation: <the observation>``, the budget line (when the env shows it, or
+    ``show_budget=True`` and ``info`` has it: :func:`budget_line`; before the observation where the
+    env shows it as a prefix), then ``Available commands: ...`` (``list_commands`` and ``info``
+    lists them).  The budget line appears once, whichever of the env and the policy shows it.
+
+    Example:
+        >>> info = {"budget_text": "[Turns left: 2 of 3]", "budget_shown": "suffix", "admissible_commands": ["look"]}
+        >>> print(turn_message("A hall.\\n\\n[Turns left: 2 of 3]", info, show_budget=True))
+        Observation: A hall.
+        [Turns left: 2 of 3]
+        Available commands: look
+        >>> turn_message("A hall.", {**info, "budget_shown": ""}, show_budget=True) == turn_message(
+        ...     "A hall.\\n\\n[Turns left: 2 of 3]", info)
+        True
+    """
+    body, shown = split_budget(observation, info)
+    line = shown if shown is not None else (budget_line(info) if show_budget else None)
+    admissible = info.get("admissible_commands") if list_commands else None
+    return user_message(body, budget_text=line, admissible=admissible,
+                        budget_first=shown is not None and info.get("budget_shown") == "prefix")
+
+
+def split_budget(observation: str, info: Mapping[str, Any]) -> tuple[str, str | None]:
+    """``(the observation without the budget line the env added, that line)``; ``(observation, None)`` if none.
+
+    The env (``TurnBudget(show_budget=True)``) says in ``info["budget_shown"]`` whether and where
+    it added ``info["budget_text"]``; only that exact text, at that end, is taken out.
+
+    Example:
+        >>> split_budget("A hall.\\n\\n[Turns left: 1 of 2]", {"budget_text": "[Turns left: 1 of 2]", "budget_shown": "suffix"})
+        ('A hall.', '[Turns left: 1 of 2]')
+        >>> split_budget("A hall.", {"budget_text": "[Turns left: 1 of 2]", "budget_shown": ""})
+        ('A hall.', None)
+    """
+    where, text = info.get("budget_shown"), info.get("budget_text")
+    if not where or not text:
+        return observation, None
+    if where == "suffix" and observation.endswith(BUDGET_SEPARATOR + text):
+        return observation[: -len(BUDGET_SEPARATOR + text)], text
+    if where == "prefix" and observation.startswith(text + BUDGET_SEPARATOR):
+        return observation[len(text + BUDGET_SEPARATOR):], text
+    return observation, None
+
+
+def budget_line(info: Mapping[str, Any]) -> str | None:
+    """The remaining budget as ``TurnBudget`` writes it (``info["budget_text"]``, in its ``budget_template``).
+
+    Without that key (an env not wrapped by a current ``TurnBudget``), ``turns_left`` and
+    ``budget`` in :data:`~agentgym_budget.wrappers.budget_core.DEFAULT_BUDGET_TEMPLATE`;
+    ``None`` when ``info`` has no budget at all.
+
+    Example:
+        >>> budget_line({"turns_left": 3, "budget": 5}), budget_line({"budget_text": "3 turns left"}), budget_line({})
+        ('[Turns left: 3 of 5]', '3 turns left', None)
+    """
+    if info.get("budget_text"):
+        return str(info["budget_text"])
+    if "turns_left" in info and "budget" in info:
+        return DEFAULT_BUDGET_TEMPLATE.format(turns_left=info["turns_left"], budget=info["budget"],
+                                              turn=info.get("turn", 0))
+    return None
+
+
+def user_message(observation: str, *, budget_text: str | None = None, admissible: Sequence[str] | None = None,
+                 budget_first: bool = False) -> str:
     """One turn's user message: the observation, then (when given) the budget line and the admissible commands.
+
+    ``budget_first``: the budget line before the observation (an env that shows it as a prefix).
 
     Example:
         >>> print(user_message(" A key. ", budget_text="[Turns left: 2 of 3]", admissible=["take key"]))
@@ -103,10 +199,20 @@ def user_message(observation: str, *, budget_text: str | None = None, admissible
     """
     lines = [f"Observation: {observation.strip()}"]
     if budget_text:
-        lines.append(budget_text)
+        lines.insert(0 if budget_first else 1, budget_text)
     if admissible:
         lines.append("Available commands: " + ", ".join(admissible))
     return "\n".join(lines)
+
+
+def system_message(task: str, system_prompt: str = SYSTEM_PROMPT) -> Message:
+    """The conversation's first message: the instructions, then the task.
+
+    Example:
+        >>> system_message("open the door", "Act.")["content"]
+        'Act.\\n\\nYour task is to: open the door'
+    """
+    return {"role": "system", "content": f"{system_prompt}\n\nYour task is to: {task}"}
 
 
 def chat_messages(task: str, turns: Sequence[tuple[str, str | None]], *,
@@ -120,7 +226,7 @@ def chat_messages(task: str, turns: Sequence[tuple[str, str | None]], *,
         >>> [m["role"] for m in chat_messages("t", [("Observation: a", "Action: look"), ("Observation: b", None)])]
         ['system', 'user', 'assistant', 'user']
     """
-    messages: list[Message] = [{"role": "system", "content": f"{system_prompt}\n\nYour task is to: {task}"}]
+    messages: list[Message] = [system_message(task, system_prompt)]
     for content, reply in turns:
         messages.append({"role": "user", "content": content})
         if reply is not None:

@@ -10,7 +10,11 @@ count.  Everything else lives here, once:
   (:data:`BUDGET_STREAM`), so wrapping an env never changes its task sequence; a budget
   forced with ``reset(options={"budget": T})`` replaces the draw;
 * curriculum progress: finished resets or steps, or set from outside with :meth:`set_progress`;
-* ``info`` annotation (``budget``, ``turn``, ``turns_left``);
+* ``info`` annotation (``budget``, ``turn``, ``turns_left``, and what the agent is or may be
+  told: ``budget_text``, the remaining budget in ``budget_template``, and ``budget_shown``, where
+  the observation shows it: ``"prefix"``, ``"suffix"`` or ``""`` for nowhere).  The one prompt
+  renderer (:func:`agentgym_budget.policies.prompting.turn_message`) reads the budget line from
+  these two keys only, so ``budget_template`` is the one place the line's wording is set;
 * the shown text (``show_budget=True``): ``budget_template`` before or after the observation,
   and the observation space widened to fit it.
 
@@ -21,8 +25,8 @@ Example:
     >>> budget = core.draw()
     >>> budget in (3, 5), core.show("You are in a kitchen.", budget, turn=1).splitlines()[-1]
     (True, '[Turns left: 4 of 5]')
-    >>> BudgetCore.annotate({}, budget=5, turn=2)
-    {'budget': 5, 'turn': 2, 'turns_left': 3}
+    >>> core.annotate({}, budget=5, turn=2)
+    {'budget': 5, 'turn': 2, 'turns_left': 3, 'budget_text': '[Turns left: 3 of 5]', 'budget_shown': 'suffix'}
 """
 
 from __future__ import annotations
@@ -35,10 +39,12 @@ from gymnasium import spaces
 
 from agentgym_budget.wrappers.budget_spec import BudgetSchedule, BudgetSpec, CurriculumBudget, parse_budget_spec
 
-__all__ = ["BUDGET_STREAM", "DEFAULT_BUDGET_TEMPLATE", "SCHEDULE_OPTIONS", "BudgetCore"]
+__all__ = ["BUDGET_SEPARATOR", "BUDGET_STREAM", "DEFAULT_BUDGET_TEMPLATE", "SCHEDULE_OPTIONS", "BudgetCore"]
 
 #: How the remaining budget is shown to the agent when ``show_budget=True``.
 DEFAULT_BUDGET_TEMPLATE = "[Turns left: {turns_left} of {budget}]"
+#: What separates the shown budget from the observation (``show_budget=True``).
+BUDGET_SEPARATOR = "\n\n"
 #: The seed stream of budget draws: ``default_rng([seed, BUDGET_STREAM])``, apart from the env's own.
 BUDGET_STREAM = 0x7B5D6E7
 #: The schedule keywords ``budget=`` takes with it: :func:`parse_budget_spec`'s keyword arguments
@@ -96,11 +102,13 @@ class BudgetCore:
         self.progress = float(progress)
 
     # -- what the agent sees ----------------------------------------------------------------
-    @staticmethod
-    def annotate(info: dict[str, Any], budget: int, turn: int) -> dict[str, Any]:
+    def annotate(self, info: dict[str, Any], budget: int, turn: int) -> dict[str, Any]:
+        """``info`` with the budget, the turn, the turns left, the budget's text and where it is shown."""
         info["budget"] = budget
         info["turn"] = turn
         info["turns_left"] = budget - turn if turn < budget else 0
+        info["budget_text"] = _budget_text(self.budget_template, budget, turn)
+        info["budget_shown"] = self.budget_position if self.show_budget else ""
         return info
 
     def show(self, observation: Any, budget: int, turn: int) -> Any:
@@ -108,7 +116,9 @@ class BudgetCore:
         if not self.show_budget or not isinstance(observation, str):
             return observation
         shown = _budget_text(self.budget_template, budget, turn)
-        return f"{shown}\n\n{observation}" if self.budget_position == "prefix" else f"{observation}\n\n{shown}"
+        if self.budget_position == "prefix":
+            return f"{shown}{BUDGET_SEPARATOR}{observation}"
+        return f"{observation}{BUDGET_SEPARATOR}{shown}"
 
     def observation_space(self, space: spaces.Space) -> spaces.Space:
         """``space`` widened for the shown text; the same object for the same ``space`` (PettingZoo checks it)."""
