@@ -26,7 +26,7 @@ def require(module: str, extra: str, what: str | None = None) -> ModuleType:
     try:
         return importlib.import_module(module)
     except ImportError as e:
-        user = what or f"this feature"
+        user = what or "this feature"
         raise MissingBackendError(
             f"{user} needs the optional package {module!r} ({e}). "
             f"Install it with: pip install 'agentgym-budget[{extra}]'"

@@ -18,11 +18,10 @@ import pytest
 
 from agentgym_budget.envs.alfworld.engine import CloneableAlfredEngine, EngineStep, make_engine
 from agentgym_budget.envs.alfworld.fast import FastAlfredEngine, UnsupportedGameError, compile_world
-from tools.alfworld.fuzz import fuzz_game
 from agentgym_budget.envs.alfworld.fast.pddl import GoalChecker, PddlSyntaxError, SetFacts, parse_problem
 from agentgym_budget.envs.alfworld.fast.text import listing
 from agentgym_budget.envs.alfworld.fast.world import demangle
-from agentgym_budget.envs.alfworld.game import AlfredGame, domain_text, grammar_text
+from agentgym_budget.envs.alfworld.game import AlfredGame
 
 GOLDEN = Path(__file__).parent / "data" / "alfworld_fast_golden.json.gz"
 

@@ -12,7 +12,7 @@ import torch
 
 import agentgym_budget  # noqa: F401
 from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
-from agentgym_budget.train import TrainConfig, Trainer, make_train_env
+from agentgym_budget.train import TrainConfig, Trainer
 from agentgym_budget.train import rollout
 from agentgym_budget.train import trainer as trainer_module
 from agentgym_budget.train.grpo import group_advantages

@@ -55,9 +55,7 @@ def _env_ids() -> list:
 
 def _child(conn, env_id: str) -> None:
     """The child's loop: ('fuzz', actions) -> per-step (error or None, seconds); ('expert', None) -> won."""
-    import gymnasium as gym
-
-    import agentgym_budget  # noqa: F401
+    import gymnasium as gym  # the envs are registered: this module imported agentgym_budget
 
     try:
         env = gym.make(env_id, budget=100_000)

@@ -326,7 +326,7 @@ def test_local_ray_instance_listens_on_loopback_only(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     listeners = done.stdout.splitlines()
     assert any("gcs_server" in line for line in listeners) and any("raylet" in line for line in listeners)
-    exposed = [line for line in listeners if not line.split()[0].rsplit(":", 1)[0] in
+    exposed = [line for line in listeners if line.split()[0].rsplit(":", 1)[0] not in
                ("127.0.0.1", "[::ffff:127.0.0.1]", "[::1]")]
     assert not exposed, exposed
 

@@ -72,6 +72,9 @@ def test_the_page_holds_the_run_grid_metrics_and_every_episode(folder) -> None:
     for label in ("errors per episode", "turns to get back on plan", "noisy-expert(p=0.4)", "ALFWorld-Budget-v0",
                   "gymnasium", "K 1, 2 × T 2, 4, 8"):
         assert label in text, label
+    # the run line counts in integers (the file's schema reads them back as floats)
+    turns = sum(r.turns for r in read_episodes(folder))
+    assert re.search(rf"<dd>{6 * 3} episodes, {turns} turns in \d", text), re.findall(r"<dd>[^<]*turns in[^<]*", text)
     # Self-contained: nothing is fetched (no src/href to anything, no external stylesheet or script).
     assert not [a for tag, a in page.tags if a.get("src") or (tag == "link" and a.get("href"))]
     assert "http://" not in text.replace('xmlns="http://www.w3.org/2000/svg"', "") and "https://" not in text

@@ -1,11 +1,13 @@
 """The report in a real browser: headless Chromium (Debian's ``chromium`` package, installed by
 ``.ci/run``) renders the page of a small evaluation; the DOM after the page's script ran must hold
 the heatmap, the metrics table, the episode list and the transcript the URL asked for, and a
-screenshot is taken.  Skipped, saying why, only where no Chromium is installed."""
+screenshot is taken.  Skipped, saying why, only where no Chromium is installed and not under CI
+(``CI=true``), where a missing Chromium fails instead."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import struct
@@ -22,8 +24,19 @@ from agentgym_budget.eval.report import build_report, write_report
 from agentgym_budget.eval.transcripts import TranscriptWriter, read_transcripts
 
 CHROMIUM = next((p for name in ("chromium", "chromium-browser", "google-chrome") if (p := shutil.which(name))), None)
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="no Chromium installed (Debian: apt-get install chromium; .ci/run installs it)")
+# CI (CI=true, as .ci/run and the usual CI services set it) must run these tests, so there a missing
+# Chromium is a failure; elsewhere it is a skip saying why.
+UNDER_CI = os.environ.get("CI", "").strip().lower() in ("true", "1")
+NO_CHROMIUM = "no Chromium installed (Debian: apt-get install chromium; .ci/run installs it)"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _chromium_installed() -> None:
+    """Module-scoped and autouse, so it runs before the (slower) module fixtures it guards."""
+    if CHROMIUM is None:
+        if UNDER_CI:
+            pytest.fail(f"CI=true and {NO_CHROMIUM}", pytrace=False)
+        pytest.skip(NO_CHROMIUM)
 
 ARGS = dict(ks=(1, 2), ts=(5, 10, 20), tasks=5, attempts=2, seed=0, bootstrap=20)
 OPENED = (2, 1, 20)  # the episode the URL opens: task, attempt, budget

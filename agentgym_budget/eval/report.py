@@ -225,6 +225,14 @@ def _kwargs(kwargs: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" if isinstance(v, str) else f"{k}={json.dumps(v)}" for k, v in kwargs.items()) or "–"
 
 
+def _count(value: Any) -> str:
+    """A count from ``timing`` as an integer ("400", not "400.0": the file's schema reads numbers as
+    floats), or ``?`` when the results did not record it."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer():
+        return str(int(value))
+    return "?" if value is None else str(value)
+
+
 def _identity(run: RunData, label: str) -> str:
     r, config = run.result, run.result.config
     versions = config.get("versions")
@@ -239,7 +247,7 @@ def _identity(run: RunData, label: str) -> str:
         ("seed", r.seed), ("grid", f"K {', '.join(map(str, r.ks))} × T {', '.join(map(str, r.ts))}"),
         ("episodes", f"{r.n_tasks} tasks × {r.attempts} attempts, mode {r.mode}"
                      + (", budget shown to the agent" if r.show_budget else "")),
-        ("run", f"{timing.get('episodes', '?')} episodes, {timing.get('steps', '?')} turns in "
+        ("run", f"{_count(timing.get('episodes'))} episodes, {_count(timing.get('steps'))} turns in "
                 f"{timing.get('rollout_seconds', 0):.1f} s ({config.get('executor', '?')}, workers "
                 f"{config.get('workers', '?')}); bootstrap {config.get('bootstrap', '?')} × {r.grid.ci_level:.0%} CI"),
         ("transcripts", f"{len(run.transcripts)} of {len(run.records)} episodes" if run.transcripts else

@@ -93,7 +93,7 @@ from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval.outcome import episode_over
 from agentgym_budget.policies.prompting import turn_message
 from agentgym_budget.text import printable_line
-from agentgym_budget.wrappers.budget import TurnBudget, find_turn_budget
+from agentgym_budget.wrappers.budget import find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 __all__ = [

@@ -30,7 +30,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 
 from agentgym_budget.compiling import compiled
 

@@ -68,10 +68,9 @@ def collect_sharded(model: Any, tokenizer: Any, envs: list[Any], seeds: Sequence
     from agentgym_budget.train.rollout import collect_episodes  # torch: imported when episodes are collected
 
     episodes: list[Any] = []
-    for shard_env_seeds, shard_sampling_seed in shard_seeds(seeds, config.group_size, sampling_seed, shards):
+    for shard_env_seeds, shard_seed in shard_seeds(seeds, config.group_size, sampling_seed, shards):
         playing = envs[:len(shard_env_seeds)]
-        episodes += collect_episodes(model, tokenizer, playing, shard_env_seeds, config,
-                                     sampling_seed=shard_sampling_seed)
+        episodes += collect_episodes(model, tokenizer, playing, shard_env_seeds, config, sampling_seed=shard_seed)
         envs[:len(shard_env_seeds)] = playing  # an env that raised comes back replaced
     return episodes
 

@@ -72,6 +72,8 @@ from collections.abc import Mapping, Sequence
 from importlib import resources
 from typing import Any, NamedTuple
 
+from agentgym_budget._once import load_once
+
 __all__ = ["EXPERT_TYPES", "ExpertFailed", "HandCodedExpert", "expert_priors", "start_facts"]
 
 #: ``"upstream"``: upstream ``AlfredExpert``'s actions exactly (the env's default); ``"fixed"``: see the module docstring.
@@ -85,7 +87,7 @@ class ExpertFailed(Exception):
     """The expert gave up (upstream ``HandCodedAgentTimeout`` / ``HandCodedAgentFailed``)."""
 
 
-@functools.cache
+@load_once()
 def expert_priors() -> dict[str, Any]:
     """Upstream's object/receptacle priors (``alfworld/gen/constants.py``), bundled as JSON."""
     text = resources.files("agentgym_budget.envs.alfworld").joinpath("data", "expert_priors.json").read_text()

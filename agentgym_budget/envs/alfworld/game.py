@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import functools
 import json
 import lzma
 import os
@@ -26,6 +25,8 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from agentgym_budget._once import load_once
 
 __all__ = [
     "DATA_DIR_ENV",
@@ -134,13 +135,13 @@ def _data_file(*parts: str) -> Any:
     return resources.files(_DATA_PACKAGE).joinpath("data", *parts)
 
 
-@functools.cache
+@load_once()
 def domain_text() -> str:
     """The ALFWorld PDDL domain (``alfred.pddl`` of the alfworld 0.4.2 wheel)."""
     return _data_file("alfred.pddl").read_text(encoding="utf-8")
 
 
-@functools.cache
+@load_once()
 def _grammar_template() -> str:
     return _data_file("alfred.twl2").read_text(encoding="utf-8")
 
@@ -177,7 +178,9 @@ def _check_split(split: str) -> None:
         raise ValueError(f"unknown ALFWorld split {split!r}; expected one of {list(SPLITS)}")
 
 
-@functools.cache
+# Locked: verifiers builds hundreds of envs in threads at once, and an unlocked cache let every one
+# of them decompress and parse the whole bundle at the same time (a hang of minutes).
+@load_once()
 def _bundled_split(split: str) -> tuple[AlfredGame, ...]:
     path = _data_file("games", f"{split}.jsonl.xz")
     with path.open("rb") as raw, lzma.open(raw, "rt", encoding="utf-8") as lines:

@@ -52,12 +52,12 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import os
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agentgym_budget._once import load_once
 from agentgym_budget._optional import require
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_effect, to_charset
 from agentgym_budget.envs.webshop.catalog import Catalog, Goal
@@ -79,7 +79,7 @@ _ACTION = re.compile(r"(.+)\[(.+)\]")  # upstream engine.parse_action
 PageKind = Literal["search", "results", "item", "item_sub", "done"]
 
 
-@functools.lru_cache(maxsize=4)
+@load_once(maxsize=4)  # built once even when many envs start in threads at once
 def load_shop(
     num_products: int = DEFAULT_NUM_PRODUCTS,
     catalog_seed: int = 0,

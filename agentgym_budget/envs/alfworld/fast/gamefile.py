@@ -18,6 +18,7 @@ import functools
 import json
 import re
 
+from agentgym_budget._once import load_once
 from agentgym_budget.envs.alfworld.fast.world import UnsupportedGameError
 
 __all__ = ["task_from_game_texts"]
@@ -36,7 +37,7 @@ def _normalized_grammar(grammar: str) -> str:
     return " ".join(grammar.split())
 
 
-@functools.cache
+@load_once()
 def _reference() -> tuple[str, str]:
     from agentgym_budget.envs.alfworld.game import domain_text, grammar_text
 
