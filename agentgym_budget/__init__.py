@@ -14,8 +14,8 @@ layers below it (``tests/test_layering.py`` checks every import)::
     policies                       what acts: baselines, LLM policies
     envs                           the text envs, their registry, the budgeted-env factory
     wrappers                       TurnBudget, budget schedules, ProcessReward
-    _optional, text, flags,        optional-backend imports, text, flags from settings dataclasses,
-    compiling, seeds               torch.compile with a fallback to eager, seed streams
+    _optional, _once, text, flags, optional-backend imports, loads done once, text, flags from
+    compiling, seeds               settings dataclasses, torch.compile with a fallback to eager, seed streams
 
 A higher layer hands what it owns to a lower one instead of being imported by it: the CLI
 passes a ``RayExecutor`` to ``evaluate(executor=...)`` and ``RayRolloutPool.for_config`` to

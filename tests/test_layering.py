@@ -2,7 +2,7 @@
 
 The layers, bottom to top (documented in ``agentgym_budget/__init__.py``)::
 
-    _optional, text, flags, compiling, seeds  <  wrappers  <  envs  <  policies  <  eval  <  train, integrations  <  distributed  <  cli
+    _optional, _once, text, flags, compiling, seeds  <  wrappers  <  envs  <  policies  <  eval  <  train, integrations  <  distributed  <  cli
 
 A module may import its own layer and any layer below it.  Every import statement counts —
 at module level, inside functions, under ``TYPE_CHECKING`` — since each is a dependency.
@@ -20,6 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "agentgym_budget"
 #: Each top-level part of the package and its layer (higher may import lower, never the reverse).
 LAYERS: dict[str, int] = {
     "_optional": 0,
+    "_once": 0,
     "text": 0,
     "flags": 0,
     "compiling": 0,
