@@ -135,6 +135,18 @@ def test_a_failed_conversion_leaves_nothing_and_the_next_call_converts(gguf: Pat
     assert convert.calls == 1
 
 
+def test_copies_left_by_a_killed_conversion_are_deleted_by_the_next(gguf: Path, tmp_path: Path) -> None:
+    name = f"smollm2-{file_digest(gguf)['sha256'][:16]}"
+    leftovers = [tmp_path / "cache" / f".{name}.tmp-abc", tmp_path / "cache" / f".{name}.trash-def"]
+    for leftover in leftovers:
+        leftover.mkdir(parents=True)
+        (leftover / "model.safetensors").write_bytes(b"half")
+    unrelated = tmp_path / "cache" / ".smollm2-0000000000000000.tmp-xyz"
+    unrelated.mkdir()
+    folder = cached_conversion(gguf, tmp_path / "cache", CountingConverter())
+    assert folder.name == name and not any(p.exists() for p in leftovers) and unrelated.exists()
+
+
 def test_a_conversion_that_writes_nothing_is_refused(gguf: Path, tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="wrote no files"):
         cached_conversion(gguf, tmp_path / "cache", lambda source, out: None)

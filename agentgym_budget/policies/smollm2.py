@@ -138,24 +138,34 @@ def is_valid_cache(folder: Path, source: dict[str, Any]) -> bool:
 
 
 @contextlib.contextmanager
-def _locked(lock_path: Path) -> Iterator[None]:
-    """An exclusive lock on ``lock_path`` across processes (``fcntl``; a no-op where there is none).
+def _locked(lock_path: Path) -> Iterator[bool]:
+    """An exclusive lock on ``lock_path`` across processes; yields whether it is really held.
 
-    Without a lock (not POSIX) two processes may both convert; the rename into place keeps
-    the cache whole either way, and the loser's copy is discarded.
+    ``fcntl`` where there is one; elsewhere (Windows) nothing is locked and two processes may
+    both convert: the rename into place keeps the cache whole either way.
     """
     lock_path.parent.mkdir(parents=True, exist_ok=True)
     try:
         import fcntl
     except ImportError:  # pragma: no cover - Windows
-        yield
+        yield False
         return
     with open(lock_path, "a+b") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
-            yield
+            yield True
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _remove_leftovers(target: Path) -> None:
+    """Delete temporary and discarded copies of ``target`` left by a process killed mid-conversion.
+
+    Called with the lock held: no other process is converting into them then.
+    """
+    for pattern in (f".{target.name}.tmp-*", f".{target.name}.trash-*"):
+        for leftover in target.parent.glob(pattern):
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _write_manifest(folder: Path, source: dict[str, Any], seconds: float) -> None:
@@ -186,16 +196,19 @@ def cached_conversion(source: Path, cache: Path, convert: Callable[[Path, Path],
 
     A valid folder (see :func:`is_valid_cache`) is returned as it is.  Otherwise, under a lock,
     ``convert`` fills a fresh temporary folder next to the target, which is renamed into place
-    (replacing whatever was there) and then gets its manifest.  A failed conversion leaves nothing.
+    (replacing whatever was there) and then gets its manifest.  A failed conversion leaves nothing;
+    the copies a killed one left are deleted by the next conversion.
     """
     source = Path(source)
     digest = _digest_once(source)
     target = Path(cache) / f"{prefix}-{digest['sha256'][:_HASH_PREFIX]}"
     if is_valid_cache(target, digest):
         return target
-    with _locked(target.with_name(f".{target.name}.lock")):
+    with _locked(target.with_name(f".{target.name}.lock")) as held:
         if is_valid_cache(target, digest):  # another process finished it while we waited
             return target
+        if held:
+            _remove_leftovers(target)
         work = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=target.parent))
         work.chmod(0o755)  # mkdtemp's 0700 would hide the cache from the machine's other users
         try:
