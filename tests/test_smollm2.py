@@ -109,8 +109,17 @@ def _empty_manifest(folder: Path) -> None:
     (folder / MANIFEST).write_text(json.dumps(manifest))
 
 
+def _manifest_pointing_outside(folder: Path) -> None:
+    outside = folder.parent / "outside.bin"
+    outside.write_bytes(b"x")
+    manifest = json.loads((folder / MANIFEST).read_text())
+    manifest["files"] = {"../outside.bin": file_digest(outside)}
+    (folder / MANIFEST).write_text(json.dumps(manifest))
+
+
 @pytest.mark.parametrize("damage", [_remove_manifest, _truncate_weights, _flip_a_byte, _remove_a_file,
-                                    _manifest_of_another_gguf, _garbled_manifest, _empty_manifest])
+                                    _manifest_of_another_gguf, _garbled_manifest, _empty_manifest,
+                                    _manifest_pointing_outside])
 def test_a_partial_or_corrupt_cache_is_rebuilt_not_loaded(gguf: Path, tmp_path: Path, damage: Any) -> None:
     convert = CountingConverter()
     folder = cached_conversion(gguf, tmp_path / "cache", convert)
@@ -292,7 +301,8 @@ def test_smollm2_has_its_parameters_and_a_chatml_template(smollm2_folder: Path) 
     started = time.perf_counter()
     model, tokenizer = load_model_and_tokenizer("smollm2")
     print(f"smollm2 loaded in {time.perf_counter() - started:.2f}s")
-    assert type(model).__name__ == "LlamaForCausalLM"
+    assert type(model).__name__ == "LlamaForCausalLM" and next(model.parameters()).dtype.is_floating_point
+    assert str(next(model.parameters()).dtype) == "torch.float32"
     assert sum(p.numel() for p in model.parameters()) == smollm2.PARAMETERS == 134_515_008
     assert len(tokenizer) == 49_152
     text = tokenizer.apply_chat_template([{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],

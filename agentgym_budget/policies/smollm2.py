@@ -118,7 +118,8 @@ def is_valid_cache(folder: Path, source: dict[str, Any]) -> bool:
     """Whether ``folder`` is a finished conversion of the GGUF whose digest is ``source``.
 
     Its manifest must name that GGUF (sha256 and size), list at least one file, and every
-    listed file must exist with its recorded size and sha256; nothing unlisted counts.
+    listed file (a path inside ``folder``) must exist with its recorded size and sha256;
+    nothing unlisted counts.
     """
     manifest = _read_manifest(folder)
     if manifest is None or manifest.get("version") != _MANIFEST_VERSION:
@@ -129,6 +130,8 @@ def is_valid_cache(folder: Path, source: dict[str, Any]) -> bool:
     if not isinstance(files, dict) or not files:
         return False
     for name, recorded in files.items():
+        if not isinstance(recorded, dict) or Path(name).is_absolute() or ".." in Path(name).parts:
+            return False
         path = folder / name
         if not path.is_file() or path.stat().st_size != recorded.get("size"):
             return False
