@@ -268,6 +268,24 @@ def test_the_real_converter_writes_a_plain_folder_with_the_ggufs_weights(tiny_gg
         torch.testing.assert_close(again(torch.tensor([ids])).logits, expected, atol=1e-4, rtol=1e-4)
 
 
+def test_the_name_smollm2_reaches_the_cached_folder_in_the_hf_policy_and_the_trainer(
+        tiny_gguf: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wiring, without the real model: ``hf_folder`` stands in with the tiny model's conversion."""
+    import torch
+
+    from agentgym_budget.policies import hf
+    from agentgym_budget.policies.llm import make_hf_policy
+    from agentgym_budget.train.trainer import load_model_and_tokenizer as trainer_load
+
+    folder = cached_conversion(tiny_gguf, tmp_path / "cache", smollm2.convert_gguf_to_hf, prefix="tiny")
+    asked = []
+    monkeypatch.setattr(hf, "hf_folder", lambda: asked.append(1) or folder)
+    policy = make_hf_policy("smollm2", temperature=0.0, max_new_tokens=3)
+    assert policy.backend.name == "hf(smollm2)" and asked == [1]
+    model, tokenizer = trainer_load("smollm2", "KeyDoor-v0", 0, torch.device("cpu"))
+    assert asked == [1, 1] and model.config.vocab_size == len(tokenizer.get_vocab())
+
+
 # -- SmolLM2 itself (slow: one conversion in the user's cache, reused by later sessions) -------------
 @pytest.fixture(scope="module")
 def smollm2_folder() -> Path:
