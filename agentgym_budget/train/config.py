@@ -54,7 +54,8 @@ class TrainConfig:
     show_budget: bool = False
     """append ``[Turns left: x of T]`` to every observation (the agent sees its budget)"""
     model: str = "tiny"
-    """``tiny`` (a 2-layer Qwen2 + BPE tokenizer built offline from the env's text) or a HF name/path"""
+    """``tiny`` (a 2-layer Qwen2 + BPE tokenizer built offline from the env's text), ``smollm2``
+    (SmolLM2-135M-Instruct, extra ``smollm2``) or a HF name/path"""
     format_warmup_steps: int | None = None
     """``tiny`` only: supervised steps that clone a *uniformly random* policy (the reply format, nothing
     about the task) before RL; ``None``: 400 for ``tiny``, 0 for any other model"""
