@@ -20,9 +20,6 @@ from agentgym_budget.policies.baselines import ExpertPolicy, NoisyExpertPolicy, 
 from agentgym_budget.policies.llm import LLMPolicy, make_hf_policy, make_openai_policy
 from agentgym_budget.policies.prompting import build_messages, parse_action
 
-POLICIES.setdefault("hf", make_hf_policy)  # torch, transformers, openai: imported when a policy is built
-POLICIES.setdefault("openai", make_openai_policy)
-
 __all__ = [
     "POLICIES",
     "BatchPolicy",

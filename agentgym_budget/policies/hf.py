@@ -197,6 +197,9 @@ class HFChatBackend:
             where compiling fails (docs/evaluation.md, "LLM rollouts", has the figures).
     """
 
+    #: where the model runs, not what it replies: a resume may change it
+    settings_without_effect = ("device",)
+
     def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None,
                  reuse_prefix: bool = True, max_cached: int = 64, compile: bool = False) -> None:
         self._torch = require("torch", "llm", "the hf policy")

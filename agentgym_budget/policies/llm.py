@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_budget.policies.base import PolicyReply
+from agentgym_budget.policies.base import PolicyReply, register_policy
 from agentgym_budget.policies.chat import ChatBackend, Completion, Message, Sampling
 from agentgym_budget.policies.prompting import (SYSTEM_PROMPT, build_messages, chat_messages, check_matching,
                                                 parse_action, split_budget, strip_imagined_observation,
@@ -90,11 +90,6 @@ class LLMPolicy:
     """
 
     llm = True  # the evaluator keeps transcripts of LLM policies by default
-    #: never recorded (results, run identity)
-    secret_settings = ("api_key",)
-    #: how replies are fetched, not what they are: a resume may change them
-    settings_without_effect = ("max_concurrency", "timeout", "max_retries", "cache", "cache_scope", "base_url",
-                               "device")
 
     def __init__(self, backend: ChatBackend, sampling: Sampling = Sampling(), *, show_budget: bool = False,
                  list_admissible: bool = True, max_turns_shown: int | None = 20,
@@ -114,6 +109,16 @@ class LLMPolicy:
         self.max_turns_shown = max_turns_shown
         self.system_prompt = system_prompt
         self._episode = LLMEpisode(seed=0)
+
+    @property
+    def secret_settings(self) -> tuple[str, ...]:
+        """Settings never recorded (results, run identity): the backend's own (``api_key``)."""
+        return tuple(getattr(self.backend, "secret_settings", ()))
+
+    @property
+    def settings_without_effect(self) -> tuple[str, ...]:
+        """Settings that say how replies are fetched, not what they are (a resume may change them): the backend's."""
+        return tuple(getattr(self.backend, "settings_without_effect", ()))
 
     # -- the batched interface the evaluator and the trainer use --------------------------------
     def start(self, seed: int) -> LLMEpisode:
@@ -190,6 +195,7 @@ def _sampling(temperature: float, top_p: float, max_new_tokens: int, stop: Seque
     return Sampling(temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new_tokens), stop=stops)
 
 
+@register_policy("hf")  # torch and transformers are imported when the policy is built
 def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: float = 0.7, top_p: float = 1.0,
                    max_new_tokens: int = 48, stop: Sequence[str] | str | None = None, max_prompt_tokens: int = 2048,
                    device: str | None = None, tiny_env: str = "ALFWorld-v0", model_kwargs: dict[str, Any] | None = None,
@@ -217,6 +223,7 @@ def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: f
     return LLMPolicy(backend, _sampling(temperature, top_p, max_new_tokens, stop), **options)
 
 
+@register_policy("openai")  # openai is imported when the policy is built
 def make_openai_policy(model: str, base_url: str | None = None, api_key: str | None = None, *,
                        temperature: float = 0.0, top_p: float = 1.0, max_new_tokens: int = 48,
                        stop: Sequence[str] | str | None = None, max_concurrency: int | None = None,

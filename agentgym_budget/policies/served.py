@@ -279,6 +279,11 @@ class OpenAIChatBackend:
     check retries at most once, so a server that is not running is reported in about a second.
     """
 
+    #: never recorded (results, run identity)
+    secret_settings = ("api_key",)
+    #: how replies are fetched, not what they are: a resume may change them
+    settings_without_effect = ("max_concurrency", "timeout", "max_retries", "cache", "cache_scope", "base_url")
+
     def __init__(
         self,
         model: str,
