@@ -31,6 +31,8 @@ __all__ = [
     "RandomPolicy",
     "as_batch_policy",
     "build_messages",
+    "make_hf_policy",
+    "make_openai_policy",
     "make_policy",
     "parse_action",
     "policy_names",
