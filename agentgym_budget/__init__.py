@@ -10,8 +10,9 @@ layers below it (``tests/test_layering.py`` checks every import)::
     cli                            the command line
     distributed                    Ray executors and rollout pools, handed to eval/train
     train, integrations            the trainer; SB3 / PettingZoo / vector-env adapters
-    eval                           episodes, executors, Pass@(K,T) and behaviour metrics
-    policies                       what acts: baselines, LLM policies
+    eval                           Pass@(K,T) evaluation, behaviour metrics, results, reports
+    policies, episodes             what acts: baselines, LLM policies; how an episode is played: the one
+                                   episode runner, the end-of-episode rule, records, process pool
     envs                           the text envs, their registry, the budgeted-env factory
     wrappers                       TurnBudget, budget schedules, ProcessReward
     _optional, _once, text, flags, optional-backend imports, loads done once, text, flags from

@@ -184,7 +184,7 @@ def _check_env_builds(plan: Any) -> None:
     import gymnasium as gym
 
     from agentgym_budget._optional import MissingBackendError
-    from agentgym_budget.eval.runner import RolloutSpec
+    from agentgym_budget.episodes.runner import RolloutSpec
     from agentgym_budget.seeds import task_seed
 
     given = " ".join(f"--env-arg {k}={v!r}" for k, v in plan.env_kwargs.items())

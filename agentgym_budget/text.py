@@ -47,7 +47,7 @@ ACTION_EFFECTS: tuple[str, ...] = ("invalid", "no_effect", "progress", "neutral"
 #: The effects that leave the state as it was.
 NO_STATE_CHANGE: frozenset[str] = frozenset({"invalid", "no_effect"})
 #: A per-turn fact the env does not provide (no admissible list, no expert, no plan): the turn
-#: records' marker (``eval.records.UNKNOWN``), and :func:`admissibility` without a list.
+#: records' marker (``episodes.records.UNKNOWN``), and :func:`admissibility` without a list.
 UNKNOWN: int = -1
 #: ``X-Budget-v0`` is family ``X`` under a TurnBudget.
 BUDGET_ID_SUFFIX: str = "-Budget"

@@ -38,8 +38,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from agentgym_budget.envs.toy.key_door import COLOURS  # noqa: E402
-from agentgym_budget.eval.outcome import episode_over  # noqa: E402
-from agentgym_budget.eval.runner import play_episodes  # noqa: E402
+from agentgym_budget.episodes.outcome import episode_over  # noqa: E402
+from agentgym_budget.episodes.runner import play_episodes  # noqa: E402
 from agentgym_budget.policies.prompting import parse_action, strip_imagined_observation  # noqa: E402
 
 # The old rule's own line patterns, frozen with it (the library's may change).
@@ -98,7 +98,7 @@ def count_turns(env_id: str, budget: str, episodes: int, warmup_steps: int, max_
 
 def _play(policy, envs, seeds: list[int], counts: Counter) -> None:
     """Play one episode per env with ``policy`` (exact matching), all in flight together (the evaluator's loop,
-    :func:`~agentgym_budget.eval.runner.play_episodes`), counting what each rule would have played."""
+    :func:`~agentgym_budget.episodes.runner.play_episodes`), counting what each rule would have played."""
     starts = [partial(_CountingEpisode, env, policy, seed, counts) for env, seed in zip(envs, seeds)]
     play_episodes(policy, starts, max(len(starts), 1), on_end=lambda episode: episode.env.close())
 

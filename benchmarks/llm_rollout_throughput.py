@@ -91,8 +91,8 @@ def run(policy, episodes: int, turns: int, concurrency: int) -> tuple[float, flo
     CPU seconds (this process) are the figure to trust on a shared machine: wall time there
     also counts the time other processes held the cores.
     """
-    from agentgym_budget.eval.records import EpisodeJob
-    from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
+    from agentgym_budget.episodes.records import EpisodeJob
+    from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor
 
     spec = RolloutSpec(ENV_ID, policy, seed=0, max_budget=turns, concurrency=concurrency)
     jobs = [EpisodeJob(task, 0, turns) for task in range(episodes)]

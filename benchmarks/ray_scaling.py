@@ -30,9 +30,9 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local instance
 
 import agentgym_budget  # noqa: E402,F401  (registers the envs)
 from agentgym_budget.distributed import RayExecutor  # noqa: E402
-from agentgym_budget.eval.process_pool import ProcessPoolExecutor  # noqa: E402
-from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord  # noqa: E402
-from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor  # noqa: E402
+from agentgym_budget.episodes.process_pool import EpisodeProcessPool  # noqa: E402
+from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord  # noqa: E402
+from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor  # noqa: E402
 
 FALLBACK_ENV = "KeyDoor-Budget-v0"
 
@@ -84,7 +84,7 @@ def main() -> None:
         cold[name], _ = timed(lambda executor=executor: executor.run(spec, jobs[:8]))
     configs: dict[str, Callable[[], list[EpisodeRecord]]] = {
         "local, workers 1": lambda: SerialExecutor().run(spec, jobs),
-        "local, workers 2": lambda: ProcessPoolExecutor(2).run(spec, jobs),
+        "local, workers 2": lambda: EpisodeProcessPool(2).run(spec, jobs),
         **{name: (lambda executor=executor: executor.run(spec, jobs)) for name, executor in ray_executors.items()},
     }
     seconds: dict[str, list[float]] = {name: [] for name in configs}

@@ -110,8 +110,8 @@ def main() -> None:
 def episode_turns_per_second(server: LlamaServer, concurrency: int, args: argparse.Namespace) -> float:
     """Turns/s of the openai policy on ``args.episodes`` episodes with ``concurrency`` in flight."""
     import agentgym_budget  # noqa: F401  (registers the envs)
-    from agentgym_budget.eval.records import EpisodeJob
-    from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
+    from agentgym_budget.episodes.records import EpisodeJob
+    from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor
     from agentgym_budget.policies import make_policy
 
     policy = make_policy("openai", model=server.model, base_url=server.base_url, temperature=1.0,

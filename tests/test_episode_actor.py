@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import agentgym_budget  # noqa: F401  (registers the env ids)
 from agentgym_budget.distributed.actor import EpisodeActor
-from agentgym_budget.eval.records import EpisodeJob
-from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
+from agentgym_budget.episodes.records import EpisodeJob
+from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor
 
 JOBS = [EpisodeJob(task, attempt, 5) for task in range(4) for attempt in range(2)]
 

@@ -14,7 +14,7 @@ from agentgym_budget.eval.metrics import (
     resilience,
     task_terms,
 )
-from agentgym_budget.eval.records import EpisodeRecord
+from agentgym_budget.episodes.records import EpisodeRecord
 
 
 def episode(

@@ -20,9 +20,9 @@ import agentgym_budget  # noqa: F401  (registers the package envs)
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.evaluate import build_jobs, resolve_mode
-from agentgym_budget.eval.process_pool import ProcessPoolExecutor, die_with_parent
-from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
-from agentgym_budget.eval.runner import EpisodeRunner, RolloutSpec, SerialExecutor
+from agentgym_budget.episodes.process_pool import EpisodeProcessPool, die_with_parent
+from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord
+from agentgym_budget.episodes.runner import EpisodeRunner, RolloutSpec, SerialExecutor
 from agentgym_budget.seeds import attempt_seed, task_seed
 from agentgym_budget.wrappers import TurnBudget
 
@@ -165,7 +165,7 @@ def test_process_pool_returns_records_in_job_order() -> None:
     spec = RolloutSpec(ENV_ID, "random", seed=1, max_budget=10)
     jobs = build_jobs(tasks=5, attempts=2, ts=(5, 10), mode="per_t")
     seen = []
-    records = ProcessPoolExecutor(2).run(spec, jobs, seen.append)
+    records = EpisodeProcessPool(2).run(spec, jobs, seen.append)
     assert [(r.task, r.attempt, r.budget) for r in records] == [(j.task, j.attempt, j.budget) for j in jobs]
     assert sorted(seen, key=lambda r: (r.task, r.attempt, r.budget)) == records
     assert records == SerialExecutor().run(spec, jobs)
@@ -231,7 +231,7 @@ def test_signal_stops_two_workers_promptly_keeping_every_finished_episode(tmp_pa
     stopped_after = time.monotonic() - sent
     print(f"{signal.Signals(signum).name}: the run stopped {stopped_after:.2f} s after the signal")
     assert proc.returncode == 130, stderr
-    # The pool gives its workers 1.5 s (ProcessPoolExecutor.STOP_SECONDS), then terminates them; the run
+    # The pool gives its workers 1.5 s (EpisodeProcessPool.STOP_SECONDS), then terminates them; the run
     # stops in well under 2 s (measured 0.64-0.90 s, at load ~10 on 2 cores). What must not
     # happen is a run that goes on over its 200000 tasks (many minutes) or waits on its workers: the
     # bound leaves the interpreter's exit room on a busier machine, and is far from either.
@@ -244,9 +244,9 @@ def test_signal_stops_two_workers_promptly_keeping_every_finished_episode(tmp_pa
 
 _ORPHAN_RUN = """
 import os, sys, time, agentgym_budget
-from agentgym_budget.eval.process_pool import ProcessPoolExecutor
-from agentgym_budget.eval.records import EpisodeJob
-from agentgym_budget.eval.runner import RolloutSpec
+from agentgym_budget.episodes.process_pool import EpisodeProcessPool
+from agentgym_budget.episodes.records import EpisodeJob
+from agentgym_budget.episodes.runner import RolloutSpec
 
 class Slow:  # a policy that takes its time, so that the workers are busy when the parent dies
     name = "slow"
@@ -262,7 +262,7 @@ def announce(record, said=[]):
         print(" ".join(str(p.pid) for p in __import__("multiprocessing").active_children()), flush=True)
 
 spec = RolloutSpec("KeyDoor-Budget-v0", Slow(), seed=0, max_budget=50)
-ProcessPoolExecutor(2, chunks_per_worker=1).run(spec, [EpisodeJob(t, 0, 50) for t in range(200)], announce)
+EpisodeProcessPool(2, chunks_per_worker=1).run(spec, [EpisodeJob(t, 0, 50) for t in range(200)], announce)
 """
 
 

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import gymnasium as gym
 
 import agentgym_budget  # noqa: F401  (registers the envs)
-from agentgym_budget.eval.records import turn_facts
+from agentgym_budget.episodes.records import turn_facts
 from agentgym_budget.text import is_invalid
 from agentgym_budget.train.rollout import Episode, _Recorder
 from agentgym_budget.wrappers import ProcessReward

@@ -2,7 +2,7 @@
 
 The layers, bottom to top (documented in ``agentgym_budget/__init__.py``)::
 
-    _optional, _once, text, flags, compiling, seeds  <  wrappers  <  envs  <  policies  <  eval  <  train, integrations  <  distributed  <  cli
+    _optional, _once, text, flags, compiling, seeds  <  wrappers  <  envs  <  policies, episodes  <  eval  <  train, integrations  <  distributed  <  cli
 
 A module may import its own layer and any layer below it.  Every import statement counts —
 at module level, inside functions, under ``TYPE_CHECKING`` — since each is a dependency.
@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "envs": 2,
     "": 2,  # the package root: importing it registers the envs
     "policies": 3,
+    "episodes": 3,  # one layer with the policies: a policy may play episodes (the tiny model's tokenizer text)
     "eval": 4,
     "train": 5,
     "integrations": 5,
@@ -111,6 +112,26 @@ def test_imports_only_look_down_the_layers() -> None:
             if layer_of(target) > layer_of(importer):
                 upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {importer} imports {target}")
     assert not upward, "imports that look up a layer:\n" + "\n".join(upward)
+
+
+#: What the trainer, the adapters and the Ray layer may take from ``eval``: the evaluation itself
+#: (the trainer's periodic held-out evaluation and its plots), never the episode machinery.
+EVAL_API_ABOVE = {"agentgym_budget.eval", "agentgym_budget.eval.evaluate", "agentgym_budget.eval.plots"}
+
+
+def test_rollouts_run_through_the_episodes_layer_not_eval() -> None:
+    # One runner, one end-of-episode rule, one record for every consumer: train, integrations and
+    # distributed import them from episodes/, and take nothing but the evaluation itself from eval/.
+    wrong = []
+    for path in MODULES:
+        importer = module_name(path)
+        if importer.split(".")[1:2] not in (["train"], ["integrations"], ["distributed"]):
+            continue
+        for line, target, _ in imports_of(path):
+            if target.startswith("agentgym_budget.eval") and target not in EVAL_API_ABOVE:
+                wrong.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {importer} imports {target}")
+    assert not wrong, "episode machinery taken from eval instead of episodes:\n" + "\n".join(wrong)
+    assert (PACKAGE / "episodes" / "runner.py").is_file() and not (PACKAGE / "eval" / "runner.py").exists()
 
 
 def test_no_module_imports_another_modules_private_names() -> None:

@@ -12,9 +12,9 @@ pytest.importorskip("transformers")
 
 import agentgym_budget  # noqa: E402,F401  (registers the envs)
 from agentgym_budget.eval import evaluate  # noqa: E402
-from agentgym_budget.eval.process_pool import ProcessPoolExecutor  # noqa: E402
-from agentgym_budget.eval.records import EpisodeJob  # noqa: E402
-from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor  # noqa: E402
+from agentgym_budget.episodes.process_pool import EpisodeProcessPool  # noqa: E402
+from agentgym_budget.episodes.records import EpisodeJob  # noqa: E402
+from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor  # noqa: E402
 from agentgym_budget.policies import LLMPolicy, make_policy  # noqa: E402
 from agentgym_budget.eval.transcripts import read_transcripts  # noqa: E402
 from agentgym_budget.policies.chat import Completion, Sampling  # noqa: E402
@@ -209,7 +209,7 @@ def test_runner_plays_each_episode_with_its_own_env_and_policy_state() -> None:
     sequential = SerialExecutor().run(RolloutSpec("KeyDoor-Budget-v0", "noisy-expert", seed=3, max_budget=6,
                                                   policy_kwargs={"p": 0.5}), jobs)
     assert batched == sequential
-    assert ProcessPoolExecutor(2).run(spec, jobs) == sequential  # processes compose with episodes in flight
+    assert EpisodeProcessPool(2).run(spec, jobs) == sequential  # processes compose with episodes in flight
     record = batched[0]
     assert [turn["action"] for turn in record.transcript] == record.actions
     assert record.final_observation and "transcript" not in record.to_dict()

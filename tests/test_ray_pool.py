@@ -20,8 +20,8 @@ import numpy as np
 from agentgym_budget._optional import MissingBackendError
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import EvaluationInterrupted, read_episodes
-from agentgym_budget.eval.records import EpisodeJob
-from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
+from agentgym_budget.episodes.records import EpisodeJob
+from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor
 
 ray = pytest.importorskip("ray")
 
@@ -185,7 +185,7 @@ def test_missing_ray_names_the_extra(monkeypatch):
 def test_package_import_does_not_import_ray():
     import subprocess
 
-    code = "import sys, agentgym_budget, agentgym_budget.distributed, agentgym_budget.eval.process_pool; print('ray' in sys.modules)"
+    code = "import sys, agentgym_budget, agentgym_budget.distributed, agentgym_budget.episodes.process_pool; print('ray' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1])
     assert out.stdout.strip() == "False"
@@ -305,8 +305,8 @@ def test_a_rollout_actor_plays_on_with_the_env_that_replaced_one_that_raised(ray
 _LISTENERS_SCRIPT = """
 import os, subprocess, psutil
 from agentgym_budget.distributed import RayExecutor
-from agentgym_budget.eval.records import EpisodeJob
-from agentgym_budget.eval.runner import RolloutSpec
+from agentgym_budget.episodes.records import EpisodeJob
+from agentgym_budget.episodes.runner import RolloutSpec
 with RayExecutor(actors=1, init_kwargs={"num_cpus": 1, "log_to_driver": False}) as executor:
     executor.run(RolloutSpec("KeyDoor-Budget-v0", "expert", seed=0, max_budget=4), [EpisodeJob(0, 0, 4)])
     pids = {os.getpid(), *(p.pid for p in psutil.Process().children(recursive=True))}

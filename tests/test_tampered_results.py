@@ -1,4 +1,4 @@
-"""A results folder someone sent you: every record read back is checked (eval/schema.py), and a
+"""A results folder someone sent you: every record read back is checked (episodes/schema.py), and a
 tampered file is refused with one line naming the file and the line (or the field), never loaded —
 a script in a number field, NaN, negative counts, wrong types, unknown or missing keys."""
 
@@ -18,7 +18,7 @@ from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import EPISODES_FILE, read_episodes
 from agentgym_budget.eval.report import load_run
 from agentgym_budget.eval.results import PassKTResult
-from agentgym_budget.eval.schema import RecordError
+from agentgym_budget.episodes.schema import RecordError
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, read_transcripts
 
 PAYLOAD = "<img src=x onerror=\"document.title='pwned'\">"

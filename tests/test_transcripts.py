@@ -14,8 +14,8 @@ import pytest
 import agentgym_budget  # noqa: F401  (registers the envs)
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import EPISODES_FILE, EvaluationInterrupted, read_episodes
-from agentgym_budget.eval.records import EpisodeJob
-from agentgym_budget.eval.runner import RolloutSpec, SerialExecutor
+from agentgym_budget.episodes.records import EpisodeJob
+from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, read_transcripts
 from agentgym_budget.policies.base import make_policy
 from agentgym_budget.seeds import task_seed

@@ -2,11 +2,11 @@
 
 :class:`~agentgym_budget.distributed.ray_pool.RayExecutor` (evaluation) sends it chunks of
 episode jobs (:meth:`EpisodeActor.run_chunk`: an
-:class:`~agentgym_budget.eval.runner.EpisodeRunner`);
+:class:`~agentgym_budget.episodes.runner.EpisodeRunner`);
 :class:`~agentgym_budget.distributed.ray_rollouts.RayRolloutPool` (training) sends it shards of
 seeds (:meth:`EpisodeActor.collect`:
 :func:`~agentgym_budget.train.rollout.collect_episodes`).  Both play their episodes in the one
-loop, :func:`~agentgym_budget.eval.runner.play_episodes`; what the actor adds is shared by both:
+loop, :func:`~agentgym_budget.episodes.runner.play_episodes`; what the actor adds is shared by both:
 its set-up (the env ids registered, torch's thread count, the caller's hook), its env copies kept
 across calls (closed and made again only when the env they were made for changes), and the values
 it takes from the object store (a rollout spec, a model, weights), each fetched once per key.
@@ -17,8 +17,8 @@ box may hold the value itself: the actor's body then runs in-process, as in the 
 
 Example (the actor's body runs in-process too; Ray is not needed for that):
     >>> import ray  # doctest: +SKIP
-    >>> from agentgym_budget.eval.records import EpisodeJob
-    >>> from agentgym_budget.eval.runner import RolloutSpec
+    >>> from agentgym_budget.episodes.records import EpisodeJob
+    >>> from agentgym_budget.episodes.runner import RolloutSpec
     >>> spec = RolloutSpec("KeyDoor-Budget-v0", "expert", seed=0, max_budget=4)
     >>> actor = ray.remote(EpisodeActor).remote()  # doctest: +SKIP
     >>> ref = ray.put(spec)  # doctest: +SKIP
@@ -31,8 +31,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
-from agentgym_budget.eval.runner import EpisodeRunner, RolloutSpec
+from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord
+from agentgym_budget.episodes.runner import EpisodeRunner, RolloutSpec
 
 __all__ = ["EpisodeActor"]
 
@@ -48,8 +48,8 @@ class EpisodeActor:
             (and unimported, for evaluation).
 
     Example:
-        >>> from agentgym_budget.eval.records import EpisodeJob
-        >>> from agentgym_budget.eval.runner import RolloutSpec
+        >>> from agentgym_budget.episodes.records import EpisodeJob
+        >>> from agentgym_budget.episodes.runner import RolloutSpec
         >>> spec = RolloutSpec("KeyDoor-Budget-v0", "expert", seed=0, max_budget=4, concurrency=2)
         >>> actor = EpisodeActor()
         >>> [r.won for r in actor.run_chunk("spec-1", [spec], [EpisodeJob(task, 0, 4) for task in range(3)])]

@@ -1,9 +1,9 @@
 """Episode rollouts on a Ray cluster: a pool of actors implementing the evaluator's ``Executor``.
 
-:class:`RayExecutor` runs :class:`~agentgym_budget.eval.records.EpisodeJob` s on Ray actors
+:class:`RayExecutor` runs :class:`~agentgym_budget.episodes.records.EpisodeJob` s on Ray actors
 (:class:`~agentgym_budget.distributed.actor.EpisodeActor`, the trainer's rollout pool's too).
 Each actor builds its own env and policy from the (picklable)
-:class:`~agentgym_budget.eval.runner.RolloutSpec` — env id + kwargs, policy name + kwargs or
+:class:`~agentgym_budget.episodes.runner.RolloutSpec` — env id + kwargs, policy name + kwargs or
 a policy object — so no env object ever crosses the wire.  The spec is put once into the
 object store per :meth:`RayExecutor.run`; an actor fetches and builds it once and keeps its
 env (and policy) for every later chunk and run with the same spec, so a trainer that ships a
@@ -22,8 +22,8 @@ exception raised by the env or the policy is a bug, not a fault: it is raised in
 
 Example (a local Ray instance is started if none is running):
     >>> from agentgym_budget.distributed import RayExecutor          # doctest: +SKIP
-    >>> from agentgym_budget.eval.records import EpisodeJob
-    >>> from agentgym_budget.eval.runner import RolloutSpec
+    >>> from agentgym_budget.episodes.records import EpisodeJob
+    >>> from agentgym_budget.episodes.runner import RolloutSpec
     >>> spec = RolloutSpec("KeyDoor-Budget-v0", "noisy-expert", seed=0, max_budget=4)
     >>> jobs = [EpisodeJob(task, attempt, 4) for task in range(10) for attempt in range(4)]
     >>> with RayExecutor(actors=2) as executor:                        # doctest: +SKIP
@@ -44,8 +44,8 @@ from typing import Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.distributed.actor import EpisodeActor
-from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
-from agentgym_budget.eval.runner import RecordCallback, RolloutSpec
+from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord
+from agentgym_budget.episodes.runner import RecordCallback, RolloutSpec
 from agentgym_budget.policies.served import ServedModelError
 
 __all__ = ["ActorPoolExhaustedError", "RayExecutor", "import_ray", "init_ray", "keep_sigterm_handler"]

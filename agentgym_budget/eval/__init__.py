@@ -6,8 +6,8 @@
 * :mod:`~agentgym_budget.eval.metrics` — decision quality, error recovery, resilience;
 * :mod:`~agentgym_budget.eval.compare` — paired comparison of two results, aggregation over runs;
 * :mod:`~agentgym_budget.eval.probes` — single-step quality on a fixed set of probe states;
-* :mod:`~agentgym_budget.eval.records` — the episode record and its per-turn facts;
-* :mod:`~agentgym_budget.eval.runner` — the episode runner and executors (:mod:`~agentgym_budget.eval.process_pool`: in processes);
+* :mod:`~agentgym_budget.episodes.records` — the episode record and its per-turn facts;
+* :mod:`~agentgym_budget.episodes.runner` — the episode runner and executors (:mod:`~agentgym_budget.episodes.process_pool`: in processes);
 * :mod:`~agentgym_budget.eval.plots` — heatmaps and curves (matplotlib, imported on use).
 * :mod:`~agentgym_budget.eval.transcripts` — what the agent saw and said, per turn (``--transcripts``);
 * :mod:`~agentgym_budget.eval.report` — one self-contained HTML page of a run (``agentgym-budget report``).
@@ -19,10 +19,10 @@ from agentgym_budget.eval.evaluate import evaluate, resolve_mode
 from agentgym_budget.eval.metrics import behaviour_metrics
 from agentgym_budget.eval.passkt import PassKTGrid, pass_at_k, passkt_grid
 from agentgym_budget.eval.probes import build_probes, run_probes
-from agentgym_budget.eval.process_pool import ProcessPoolExecutor, make_executor
-from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
+from agentgym_budget.episodes.process_pool import EpisodeProcessPool, make_executor
+from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord
 from agentgym_budget.eval.results import PassKTResult, difference
-from agentgym_budget.eval.runner import Executor, RolloutSpec, SerialExecutor
+from agentgym_budget.episodes.runner import Executor, RolloutSpec, SerialExecutor
 
 __all__ = [
     "EpisodeJob",
@@ -31,7 +31,7 @@ __all__ = [
     "Executor",
     "PassKTGrid",
     "PassKTResult",
-    "ProcessPoolExecutor",
+    "EpisodeProcessPool",
     "RolloutSpec",
     "SerialExecutor",
     "aggregate_results",

@@ -4,7 +4,7 @@ An evaluation with an output folder writes two files there:
 
 * ``episodes.run.json`` — what identifies the run's episodes (env id and kwargs, policy name
   and all its kwargs, base seed, rollout mode, the budget grid), written before the first episode;
-* ``episodes.jsonl`` — one :class:`~agentgym_budget.eval.records.EpisodeRecord` per line,
+* ``episodes.jsonl`` — one :class:`~agentgym_budget.episodes.records.EpisodeRecord` per line,
   appended and flushed as each (task, attempt, budget) finishes, in finishing order;
 * with transcripts on, ``transcripts.jsonl.gz`` — what the agent saw and said, per episode
   (see :mod:`~agentgym_budget.eval.transcripts`), each written just before its record; on
@@ -24,13 +24,13 @@ refuses unless ``overwrite=True`` (``--overwrite``).  The folder is locked while
 run into the same folder fails at once with :class:`OutputLockedError` instead of interleaving
 its lines with the first's.
 
-A run stopped by Ctrl-C or SIGTERM (see :mod:`~agentgym_budget.eval.signals`) leaves only complete
+A run stopped by Ctrl-C or SIGTERM (see :mod:`~agentgym_budget.episodes.signals`) leaves only complete
 lines; a line torn by a hard kill (``kill -9``, power loss) at the end of the file is dropped on
 resume, its episode run again.
 
 Example:
     >>> import tempfile
-    >>> from agentgym_budget.eval.records import EpisodeRecord
+    >>> from agentgym_budget.episodes.records import EpisodeRecord
     >>> folder = tempfile.mkdtemp()
     >>> run = run_identity("KeyDoor-Budget-v0", {}, "expert", 0, "shortcut", [4])
     >>> log, done = EpisodeLog.open(folder, run, resume=False)
@@ -58,9 +58,9 @@ try:
 except ImportError:  # Windows: no flock; the folder is then not locked
     fcntl = None  # type: ignore[assignment]
 
-from agentgym_budget.eval.records import EpisodeRecord
-from agentgym_budget.eval.schema import parse_json
-from agentgym_budget.eval.signals import signals_held
+from agentgym_budget.episodes.records import EpisodeRecord
+from agentgym_budget.episodes.schema import parse_json
+from agentgym_budget.episodes.signals import signals_held
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, TranscriptWriter, read_transcripts, transcript_line
 
 __all__ = [

@@ -7,7 +7,7 @@ Two rollout modes, always recorded in the result:
   policies whose actions do not depend on the budget (an episode under budget ``T`` is then
   the first ``T`` turns of the longest one: same env seed, same policy seed).  An
   optimisation, not a second budget rule: it reads ``TurnBudget``'s truncation back from the
-  longer run (:meth:`~agentgym_budget.eval.records.EpisodeRecord.won_within` says why that is
+  longer run (:meth:`~agentgym_budget.episodes.records.EpisodeRecord.won_within` says why that is
   exact), and gives the same results as ``"per_t"`` for such policies.
 * ``"per_t"`` — one rollout per (task, attempt, T).  Needed when the agent sees the budget
   (``show_budget=True`` on the env) or the policy reads it (``policy.reads_budget``).
@@ -50,11 +50,11 @@ from agentgym_budget.eval.config import MODES, EvalConfig
 from agentgym_budget.eval.metrics import behaviour_metrics
 from agentgym_budget.eval.passkt import passkt_grid
 from agentgym_budget.eval.probes import build_probes, run_probes, write_probes
-from agentgym_budget.eval.process_pool import make_executor
-from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord, records_for_budget
+from agentgym_budget.episodes.process_pool import make_executor
+from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord, records_for_budget
 from agentgym_budget.eval.results import PassKTResult
-from agentgym_budget.eval.runner import Executor, RolloutSpec, SerialExecutor
-from agentgym_budget.eval.signals import sigterm_as_interrupt
+from agentgym_budget.episodes.runner import Executor, RolloutSpec, SerialExecutor
+from agentgym_budget.episodes.signals import sigterm_as_interrupt
 from agentgym_budget.eval.transcripts import wants_transcripts
 from agentgym_budget.policies.base import POLICIES, Policy, make_policy
 from agentgym_budget.seeds import task_seed
@@ -238,7 +238,7 @@ def evaluate(config: EvalConfig | str | None = None, policy: str | Policy | None
             there), or the env id of a new one built from ``policy`` and ``settings``
             (``evaluate("KeyDoor-Budget-v0", "random", ks=(1, 2), tasks=10)``); with a config,
             ``settings`` replace its fields.
-        executor: runs the episodes (default: :func:`~agentgym_budget.eval.process_pool.make_executor`
+        executor: runs the episodes (default: :func:`~agentgym_budget.episodes.process_pool.make_executor`
             with ``config.workers``); any object with ``run(spec, jobs, on_record)``, e.g. a
             :class:`~agentgym_budget.distributed.RayExecutor` (extra ``ray``; the caller closes
             it), which ``backend="ray"`` requires.

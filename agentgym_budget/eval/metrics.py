@@ -16,7 +16,7 @@ bootstrap CI over tasks here and the paired comparison of two results in
 :mod:`agentgym_budget.eval.compare`.
 
 Example:
-    >>> from agentgym_budget.eval.records import EpisodeRecord
+    >>> from agentgym_budget.episodes.records import EpisodeRecord
     >>> r = EpisodeRecord(task=0, attempt=0, budget=5, won_turn=3, turns=3, plan_length=2,
     ...                   actions=["a", "x", "b"], expert_match=[1, 0, 1], admissible=[1, 0, 1],
     ...                   no_effect=[0, 0, 0], plan_left=[1, 1, 0], effect=["progress", "invalid", "progress"])
@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from agentgym_budget.eval.records import UNKNOWN, EpisodeRecord, records_for_budget
+from agentgym_budget.episodes.records import UNKNOWN, EpisodeRecord, records_for_budget
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.text import is_invalid
 

@@ -40,7 +40,7 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import eval_kwargs_of, make_budget_env
-from agentgym_budget.eval.records import UNKNOWN, expert_match_of
+from agentgym_budget.episodes.records import UNKNOWN, expert_match_of
 from agentgym_budget.eval.results import number_text
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.policies.baselines import NoisyExpertPolicy

@@ -43,7 +43,7 @@ import numpy as np
 from agentgym_budget.eval.episode_log import EPISODES_FILE, read_episodes
 from agentgym_budget.eval.metrics import ERROR_KINDS, error_kinds, error_turns, on_plan_turns, without_plans
 from agentgym_budget.eval.results import PassKTResult, difference
-from agentgym_budget.eval.records import EpisodeRecord
+from agentgym_budget.episodes.records import EpisodeRecord
 from agentgym_budget.eval.transcripts import read_transcripts
 
 __all__ = ["REPORT_FILE", "RunData", "build_report", "episode_summary", "load_run", "turn_tags", "write_report"]

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_budget.eval.passkt import PassKTGrid, passkt_grid
-from agentgym_budget.eval.schema import (Index, Known, NonNegative, Positive, RecordError, Turn, UnitInterval, checked,
+from agentgym_budget.episodes.schema import (Index, Known, NonNegative, Positive, RecordError, Turn, UnitInterval, checked,
                                          parse_json)
 
 __all__ = ["PassKTFile", "PassKTResult", "RunConfig", "difference", "grid_table", "number_text"]
@@ -109,7 +109,7 @@ class PassKTResult:
     @classmethod
     def from_dict(cls, data: Any) -> PassKTResult:
         """The result of a parsed ``passkt.json``, checked (:class:`PassKTFile`): a wrong key, type,
-        range or shape is a :class:`~agentgym_budget.eval.schema.RecordError` naming the field."""
+        range or shape is a :class:`~agentgym_budget.episodes.schema.RecordError` naming the field."""
         if not isinstance(data, dict) or data.get("format") != RESULT_FORMAT:
             found = data.get("format") if isinstance(data, dict) else type(data).__name__
             raise RecordError(f"not a Pass@(K,T) result file (format {found!r}, expected {RESULT_FORMAT!r})")
@@ -273,7 +273,7 @@ class RunConfig:
 @dataclass
 class PassKTFile:
     """What ``passkt.json`` holds (:meth:`PassKTResult.to_dict`), for
-    :func:`~agentgym_budget.eval.schema.checked`: keys that later versions added have defaults."""
+    :func:`~agentgym_budget.episodes.schema.checked`: keys that later versions added have defaults."""
 
     format: str
     env_id: str

@@ -6,7 +6,7 @@ in its output folder one JSON line per episode, as it finishes::
 
     {"task": 0, "attempt": 1, "budget": 50, "won_turn": 12, "turns": [...], "final_observation": "..."}
 
-where ``turns`` are :func:`~agentgym_budget.eval.records.transcript_turn` dicts (observation,
+where ``turns`` are :func:`~agentgym_budget.episodes.records.transcript_turn` dicts (observation,
 raw reply, action, ``written_action`` — the command as the reply wrote it when the action played
 spells it otherwise —, won, reward, termination flags, action effect, expert action, admissible,
 token counts; files written before ``written_action`` existed lack that key and load the same).
@@ -44,8 +44,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from agentgym_budget.eval.records import EpisodeRecord
-from agentgym_budget.eval.schema import Index, RecordError, Turn, checked, parse_json
+from agentgym_budget.episodes.records import EpisodeRecord
+from agentgym_budget.episodes.schema import Index, RecordError, Turn, checked, parse_json
 
 __all__ = ["TRANSCRIPTS_FILE", "Member", "TranscriptLine", "TranscriptTurn", "TranscriptWriter", "damage_report",
            "members", "read_transcripts", "transcript_line", "wants_transcripts"]
@@ -99,7 +99,7 @@ class TranscriptWriter:
 
 @dataclass
 class TranscriptTurn:
-    """One turn of a transcript line as stored (what :func:`~agentgym_budget.eval.records.transcript_turn` makes)."""
+    """One turn of a transcript line as stored (what :func:`~agentgym_budget.episodes.records.transcript_turn` makes)."""
 
     turn: Turn
     observation: str
@@ -130,14 +130,14 @@ class TranscriptLine:
 
     @staticmethod
     def checked(data: Any) -> dict[str, Any]:
-        """``data`` if it is a transcript line, else a :class:`~agentgym_budget.eval.schema.RecordError`.
+        """``data`` if it is a transcript line, else a :class:`~agentgym_budget.episodes.schema.RecordError`.
 
         Example:
             >>> TranscriptLine.checked({"task": 0, "attempt": 0, "budget": 4, "won_turn": None, "turns": [],
             ...                         "final_observation": None, "script": "<img src=x onerror=alert(1)>"})
             Traceback (most recent call last):
             ...
-            agentgym_budget.eval.schema.RecordError: unknown key 'script' (expected task, attempt, budget, won_turn, turns, final_observation)
+            agentgym_budget.episodes.schema.RecordError: unknown key 'script' (expected task, attempt, budget, won_turn, turns, final_observation)
         """
         return checked(TranscriptLine, data)
 
@@ -253,7 +253,7 @@ def read_transcripts(folder: str | Path) -> dict[Key, dict[str, Any]]:
 
     A damaged member (torn by a kill, or corrupt) is skipped with a warning naming it, the intact
     members after it are read.  A line that is not a transcript (:class:`TranscriptLine`) is a
-    :class:`~agentgym_budget.eval.schema.RecordError` naming the file, the line and the member.
+    :class:`~agentgym_budget.episodes.schema.RecordError` naming the file, the line and the member.
     """
     path = Path(folder) / TRANSCRIPTS_FILE
     if not path.exists():

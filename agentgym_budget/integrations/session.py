@@ -90,7 +90,7 @@ import gymnasium as gym
 
 from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
-from agentgym_budget.eval.outcome import episode_over
+from agentgym_budget.episodes.outcome import episode_over
 from agentgym_budget.policies.prompting import turn_message
 from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import find_turn_budget

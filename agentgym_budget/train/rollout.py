@@ -7,9 +7,9 @@ It plays the episodes with :func:`training_policy` — an
 :class:`~agentgym_budget.policies.hf.HFChatBackend`, the same prompt builder, context-limit
 policy, batched KV-cache generation and reply parser the evaluator's ``hf`` policy uses — and
 keeps, per turn, the prompt's token ids and the sampled reply tokens (what the loss scores).
-The loop is the evaluator's (:func:`~agentgym_budget.eval.runner.play_episodes`, with every
+The loop is the evaluator's (:func:`~agentgym_budget.episodes.runner.play_episodes`, with every
 episode in flight at once); this module only records.  "Done", "invalid" and the sampling
-seeds come from :mod:`~agentgym_budget.eval.outcome`, :func:`~agentgym_budget.text.is_invalid`
+seeds come from :mod:`~agentgym_budget.episodes.outcome`, :func:`~agentgym_budget.text.is_invalid`
 and :mod:`~agentgym_budget.seeds`.
 Every turn of every running episode goes through one batched generation; an episode's
 tokens are drawn from its own seed (from the sampling seed and its index), so they do not
@@ -52,8 +52,8 @@ import torch
 
 from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
-from agentgym_budget.eval.outcome import episode_over
-from agentgym_budget.eval.runner import play_episodes
+from agentgym_budget.episodes.outcome import episode_over
+from agentgym_budget.episodes.runner import play_episodes
 from agentgym_budget.policies.base import PolicyReply
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.hf import HFChatBackend
@@ -80,7 +80,7 @@ class Turn:
 class Episode:
     """One training episode as the learner needs it: every turn's prompt and sampled tokens, and its return.
 
-    The evaluator's :class:`~agentgym_budget.eval.records.EpisodeRecord` is the same kind of
+    The evaluator's :class:`~agentgym_budget.episodes.records.EpisodeRecord` is the same kind of
     run seen by the metrics instead (actions and per-turn facts, no tokens); the two are kept
     apart because each holds what its consumer needs and nothing it does not (token lists would
     bloat ``episodes.jsonl``; metric facts are not a loss's input).

@@ -21,11 +21,11 @@ Example:
     >>> checked(Row, {"task": 3, "won_turn": "<img src=x>"})
     Traceback (most recent call last):
     ...
-    agentgym_budget.eval.schema.RecordError: won_turn: expected an integer in 1..1000000 or null, got the str '<img src=x>'
+    agentgym_budget.episodes.schema.RecordError: won_turn: expected an integer in 1..1000000 or null, got the str '<img src=x>'
     >>> checked(Row, {"task": -1, "extra": 0})
     Traceback (most recent call last):
     ...
-    agentgym_budget.eval.schema.RecordError: unknown key 'extra' (expected task, won_turn)
+    agentgym_budget.episodes.schema.RecordError: unknown key 'extra' (expected task, won_turn)
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The episode record of an evaluation and the per-turn facts it keeps.
 
 An evaluation is a list of :class:`EpisodeJob` — (task, attempt, budget) — that an executor
-(:mod:`~agentgym_budget.eval.process_pool`, :mod:`~agentgym_budget.eval.runner`) turns into
+(:mod:`~agentgym_budget.episodes.process_pool`, :mod:`~agentgym_budget.episodes.runner`) turns into
 :class:`EpisodeRecord` s.  A record holds what the metrics need from one episode: the actions
 and, per turn, the env's facts (:func:`turn_facts`: expert match, admissibility, effect, plan
 left); with transcripts on, what the agent saw and said (:func:`transcript_turn`).
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_budget.eval.schema import NOT_IN_FILE, Bit, Index, Known, NonNegative, RecordError, Ternary, Turn, checked
+from agentgym_budget.episodes.schema import NOT_IN_FILE, Bit, Index, Known, NonNegative, RecordError, Ternary, Turn, checked
 from agentgym_budget.policies.base import PolicyReply
 from agentgym_budget.text import UNKNOWN, admissibility  # UNKNOWN: re-exported, the records' marker
 
@@ -126,15 +126,15 @@ class EpisodeRecord:
     @classmethod
     def from_dict(cls, data: Any) -> EpisodeRecord:
         """The record of a parsed ``episodes.jsonl`` line, checked: a key, type or range its type
-        hints do not allow (:func:`~agentgym_budget.eval.schema.checked`), or per-turn facts that
-        contradict ``turns``, is a :class:`~agentgym_budget.eval.schema.RecordError` naming the field.
+        hints do not allow (:func:`~agentgym_budget.episodes.schema.checked`), or per-turn facts that
+        contradict ``turns``, is a :class:`~agentgym_budget.episodes.schema.RecordError` naming the field.
 
         Example:
             >>> EpisodeRecord.from_dict({**EpisodeRecord(0, 0, 4, 2, 2, 2, ["a", "b"], [1, 1], [1, 1], [0, 0],
             ...                          [1, 0]).to_dict(), "won_turn": 3})
             Traceback (most recent call last):
             ...
-            agentgym_budget.eval.schema.RecordError: won_turn: turn 3 of an episode of 2 turns
+            agentgym_budget.episodes.schema.RecordError: won_turn: turn 3 of an episode of 2 turns
         """
         record = cls(**checked(cls, data))
         problem = record._contradiction()

@@ -1,8 +1,8 @@
-"""Running episodes in a pool of processes, one :class:`~agentgym_budget.eval.runner.EpisodeRunner` each.
+"""Running episodes in a pool of processes, one :class:`~agentgym_budget.episodes.runner.EpisodeRunner` each.
 
-:class:`ProcessPoolExecutor` sends jobs task by task to worker processes that die with this
-one (:func:`die_with_parent`); a signal stops it cleanly (:class:`~agentgym_budget.eval.signals.StopSignals`).
-:func:`make_executor` picks it or the in-process :class:`~agentgym_budget.eval.runner.SerialExecutor`.
+:class:`EpisodeProcessPool` sends jobs task by task to worker processes that die with this
+one (:func:`die_with_parent`); a signal stops it cleanly (:class:`~agentgym_budget.episodes.signals.StopSignals`).
+:func:`make_executor` picks it or the in-process :class:`~agentgym_budget.episodes.runner.SerialExecutor`.
 """
 
 from __future__ import annotations
@@ -20,11 +20,11 @@ from typing import Any
 
 import numpy as np
 
-from agentgym_budget.eval.records import EpisodeJob, EpisodeRecord
-from agentgym_budget.eval.runner import EpisodeRunner, Executor, RecordCallback, RolloutSpec, SerialExecutor
-from agentgym_budget.eval.signals import StopSignals
+from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord
+from agentgym_budget.episodes.runner import EpisodeRunner, Executor, RecordCallback, RolloutSpec, SerialExecutor
+from agentgym_budget.episodes.signals import StopSignals
 
-__all__ = ["ProcessPoolExecutor", "die_with_parent", "make_executor"]
+__all__ = ["EpisodeProcessPool", "die_with_parent", "make_executor"]
 
 
 # One runner (envs + policy) per worker process, built by the pool initializer.
@@ -35,7 +35,7 @@ def _init_worker(spec: RolloutSpec) -> None:
     _worker_state["runner"] = EpisodeRunner(spec)
 
 
-class ProcessPoolExecutor:
+class EpisodeProcessPool:
     """Runs jobs in ``workers`` processes; each process runs them with one :class:`EpisodeRunner`.
 
     Jobs are sent in chunks of whole tasks (all attempts and budgets of a few consecutive
@@ -232,7 +232,7 @@ def _transportable(error: BaseException) -> BaseException:
 
 
 class _Pool:
-    """The worker processes of one :meth:`ProcessPoolExecutor.run`, their queues and the stop event."""
+    """The worker processes of one :meth:`EpisodeProcessPool.run`, their queues and the stop event."""
 
     def __init__(self, context: Any, spec: RolloutSpec, chunks: list[list[EpisodeJob]], workers: int,
                  flush_seconds: float) -> None:
@@ -314,7 +314,7 @@ def _chunks_of_tasks(jobs: Iterable[EpisodeJob], n_chunks: int) -> list[list[Epi
 
 
 def make_executor(workers: int = 1) -> Executor:
-    """:class:`SerialExecutor` for one worker, else a :class:`ProcessPoolExecutor`."""
+    """:class:`SerialExecutor` for one worker, else a :class:`EpisodeProcessPool`."""
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    return SerialExecutor() if workers == 1 else ProcessPoolExecutor(workers)
+    return SerialExecutor() if workers == 1 else EpisodeProcessPool(workers)

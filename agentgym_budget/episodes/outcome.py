@@ -1,6 +1,6 @@
 """When an episode is over: one definition for every loop.
 
-The evaluator's :class:`~agentgym_budget.eval.runner.EpisodeRunner`, the trainer's
+The evaluator's :class:`~agentgym_budget.episodes.runner.EpisodeRunner`, the trainer's
 :func:`~agentgym_budget.train.rollout.collect_episodes` and
 :class:`~agentgym_budget.integrations.session.BudgetSession` all ask this question here.  (The
 other question they share, whether a turn's action was invalid, is answered by

@@ -17,7 +17,7 @@ The budget is forced per episode with ``reset(options={"budget": T})`` on the en
 ``TurnBudget`` (:meth:`RolloutSpec.make_env` builds them; :class:`EpisodeRunner` refuses others).
 
 Executors: :class:`SerialExecutor` (in-process) and
-:class:`~agentgym_budget.eval.process_pool.ProcessPoolExecutor` (a pool of processes, one
+:class:`~agentgym_budget.episodes.process_pool.EpisodeProcessPool` (a pool of processes, one
 runner per process, jobs sent task by task).  Another backend implements the
 :class:`Executor` protocol: ``run(spec, jobs, on_record) -> records``.
 """
@@ -34,8 +34,8 @@ from typing import Any, Protocol, TypeVar
 import gymnasium as gym
 
 from agentgym_budget.envs.registration import make_budget_env
-from agentgym_budget.eval.outcome import episode_over
-from agentgym_budget.eval.records import (
+from agentgym_budget.episodes.outcome import episode_over
+from agentgym_budget.episodes.records import (
     TURN_FACTS,
     EpisodeJob,
     EpisodeRecord,
