@@ -5,11 +5,15 @@
 * :class:`RayRolloutPool` — the trainer's rollout pool on Ray actors (``--rollout-backend ray``):
   ``Trainer(config, rollout_pool=RayRolloutPool.for_config)``.
 
+Both run on the one Ray driver, :class:`~agentgym_budget.distributed.driver.ActorDriver` (one
+start, submit and replace loop, one death rule).
+
 This layer sits above ``eval`` and ``train``: they are handed an executor or a pool and never
 import this package.
 """
 
-from agentgym_budget.distributed.ray_pool import ActorPoolExhaustedError, RayExecutor
+from agentgym_budget.distributed.driver import ActorPoolExhaustedError
+from agentgym_budget.distributed.ray_executor import RayExecutor
 from agentgym_budget.distributed.ray_rollouts import RayRolloutPool
 
 __all__ = ["ActorPoolExhaustedError", "RayExecutor", "RayRolloutPool"]

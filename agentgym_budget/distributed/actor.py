@@ -1,6 +1,6 @@
 """The one Ray actor type of both Ray backends: :class:`EpisodeActor`, a worker's env copies and the episodes it plays.
 
-:class:`~agentgym_budget.distributed.ray_pool.RayExecutor` (evaluation) sends it chunks of
+:class:`~agentgym_budget.distributed.ray_executor.RayExecutor` (evaluation) sends it chunks of
 episode jobs (:meth:`EpisodeActor.run_chunk`: an
 :class:`~agentgym_budget.episodes.runner.EpisodeRunner`);
 :class:`~agentgym_budget.distributed.ray_rollouts.RayRolloutPool` (training) sends it shards of

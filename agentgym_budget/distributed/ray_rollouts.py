@@ -12,9 +12,11 @@ the number of actors.  The trainer gets the pool as a factory:
 The actors are :class:`~agentgym_budget.distributed.actor.EpisodeActor` s, the evaluator's
 Ray executor's too.  The pool ships the config, model and tokenizer to each actor once, and then
 the policy's weights once per update: one ``ray.put`` of the state dict, fetched by each actor
-from the object store.  Each actor keeps its env copies across updates.  If an actor dies, its shards are run
-again on a fresh actor (episodes are a pure function of weights, seeds and sampling seed, so
-the re-run is the same episodes).
+from the object store.  Each actor keeps its env copies across updates.  The actors, their
+start and the death rule are the one Ray driver's
+(:class:`~agentgym_budget.distributed.driver.ActorDriver`, the evaluator's executor's too): if an
+actor dies, its shards are run again first on a fresh actor (episodes are a pure function of
+weights, seeds and sampling seed, so the re-run is the same episodes).
 
 Example (needs the ``llm`` and ``ray`` extras):
     >>> from agentgym_budget.train import TrainConfig, tiny_model_and_tokenizer  # doctest: +SKIP
@@ -27,12 +29,11 @@ Example (needs the ``llm`` and ``ray`` extras):
 from __future__ import annotations
 
 import copy
-import warnings
 from collections.abc import Sequence
 from typing import Any
 
 from agentgym_budget.distributed.actor import EpisodeActor
-from agentgym_budget.distributed.ray_pool import ActorPoolExhaustedError, import_ray, init_ray
+from agentgym_budget.distributed.driver import ActorDriver
 from agentgym_budget.train.sharding import shard_seeds
 
 __all__ = ["RayRolloutPool"]
@@ -46,28 +47,24 @@ class RayRolloutPool:
         model, tokenizer: shipped to every actor once (a CPU copy of the model).
         actors: number of actors; address: the cluster to join if Ray is not initialised.
         cpus_per_actor: logical CPUs per actor.
-        max_actor_failures: actor deaths tolerated over the pool's life.
+        max_actor_failures: actor deaths tolerated in one update's collection.
+        max_shard_failures: actor deaths one shard may cause before the update gives up on it.
     """
 
     def __init__(self, config: Any, model: Any, tokenizer: Any, actors: int = 2, *, address: str | None = None,
-                 cpus_per_actor: float = 1.0, max_actor_failures: int = 8) -> None:
+                 cpus_per_actor: float = 1.0, max_actor_failures: int = 8, max_shard_failures: int = 3) -> None:
         import torch
 
         if actors < 1:
             raise ValueError(f"actors must be >= 1, got {actors}")
         self.config = config
-        self.cpus_per_actor = cpus_per_actor
-        self.max_actor_failures = max_actor_failures
-        self.actor_failures = 0
-        ray = self._ray = import_ray()
-        self._started_ray = False
-        if not ray.is_initialized():
-            init_ray(ray, address)
-            self._started_ray = True
-        self._torch_threads = torch.get_num_threads()
-        self._model_ref = ray.put((config, _cpu_copy(model), tokenizer))
+        self.driver = ActorDriver(EpisodeActor, actors=actors, address=address, cpus_per_actor=cpus_per_actor,
+                                  max_actor_failures=max_actor_failures, max_item_failures=max_shard_failures,
+                                  actor_kwargs={"torch_threads": torch.get_num_threads()}, what="rollout actor",
+                                  describe=lambda shard: f"a shard of {len(shard[0])} episodes (seeds {shard[0][:4]}...)")
+        self.driver.start()
+        self._model_ref = self.driver.ray.put((config, _cpu_copy(model), tokenizer))
         self._model = (self._model_ref.hex(), [self._model_ref])
-        self._actors = [self._new_actor() for _ in range(actors)]
         self._weights_ref: Any = None
 
     @classmethod
@@ -83,70 +80,31 @@ class RayRolloutPool:
 
     @property
     def actors(self) -> list[Any]:
-        return list(self._actors)
+        return self.driver.actors
 
-    def _new_actor(self) -> Any:
-        remote_class = self._ray.remote(EpisodeActor).options(num_cpus=self.cpus_per_actor)
-        return remote_class.remote(torch_threads=self._torch_threads)
+    @property
+    def actor_failures(self) -> int:
+        """Actor deaths over the pool's lifetime."""
+        return self.driver.actor_failures
 
     def collect(self, model: Any, seeds: Sequence[int], sampling_seed: int, shards: int, episodes_done: int = 0,
                 env_steps_done: int = 0) -> list[Any]:
         """The episodes of ``seeds`` (groups of ``config.group_size``), in order, under ``model``'s current weights."""
-        ray = self._ray
-        self._weights_ref = ray.put({name: tensor.detach().cpu() for name, tensor in model.state_dict().items()})
+        self._weights_ref = self.driver.ray.put(
+            {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()})
         weights = (self._weights_ref.hex(), [self._weights_ref])
+
+        def submit(actor: Any, shard: tuple[list[int], int]) -> Any:
+            shard_seeds_, shard_sampling_seed = shard
+            return actor.collect.remote(*self._model, *weights, shard_seeds_, shard_sampling_seed, episodes_done,
+                                        env_steps_done)
+
         work = shard_seeds(seeds, self.config.group_size, sampling_seed, shards)
-        results: list[list[Any] | None] = [None] * len(work)
-        in_flight: dict[Any, tuple[Any, int]] = {}
-        for index, actor in zip(range(len(work)), _cycle(lambda: self._actors)):
-            in_flight[self._submit(actor, weights, work[index], episodes_done, env_steps_done)] = (actor, index)
-        try:
-            while in_flight:
-                [ref], _ = ray.wait(list(in_flight), num_returns=1)
-                actor, index = in_flight.pop(ref)
-                try:
-                    results[index] = ray.get(ref)
-                except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError) as error:
-                    replacement = self._replace(actor, error)
-                    in_flight[self._submit(replacement, weights, work[index], episodes_done, env_steps_done)] = (
-                        replacement, index)
-        except BaseException:
-            self.close()
-            raise
-        return [episode for shard in results for episode in shard or ()]
-
-    def _submit(self, actor: Any, weights: tuple[str, list[Any]], shard: tuple[list[int], int], episodes_done: int,
-                env_steps_done: int) -> Any:
-        seeds, sampling_seed = shard
-        return actor.collect.remote(*self._model, *weights, seeds, sampling_seed, episodes_done, env_steps_done)
-
-    def _replace(self, actor: Any, error: BaseException) -> Any:
-        """A live actor to re-run a dead actor's shard on (a fresh one replaces the dead one)."""
-        if actor not in self._actors:  # already replaced, on the failure of another of its shards
-            return self._actors[0]
-        self.actor_failures += 1
-        if self.actor_failures > self.max_actor_failures:
-            raise ActorPoolExhaustedError(f"{self.actor_failures} rollout actors died; last error: {error}") from error
-        warnings.warn(f"a rollout actor died ({type(error).__name__}); its shard is re-run on a fresh actor",
-                      RuntimeWarning, stacklevel=3)
-        replacement = self._new_actor()
-        self._actors[self._actors.index(actor)] = replacement
-        self._ray.kill(actor)
-        return replacement
+        return [episode for shard in self.driver.run(work, submit) for episode in shard or ()]
 
     def close(self) -> None:
         """Kill the actors (and shut Ray down if this pool started it)."""
-        for actor in self._actors:
-            self._ray.kill(actor)
-        self._actors = []
-        if self._started_ray:
-            self._ray.shutdown()
-            self._started_ray = False
-
-
-def _cycle(actors: Any):
-    while True:
-        yield from actors()
+        self.driver.close()
 
 
 def _cpu_copy(model: Any) -> Any:

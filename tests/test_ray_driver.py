@@ -175,7 +175,7 @@ def test_bad_arguments():
 
 
 def test_missing_ray_names_the_extra(monkeypatch):
-    from agentgym_budget.distributed.ray_pool import import_ray
+    from agentgym_budget.distributed.driver import import_ray
 
     monkeypatch.setitem(sys.modules, "ray", None)  # makes ``import ray`` fail
     with pytest.raises(MissingBackendError, match=r"pip install 'agentgym-budget\[ray\]'"):
