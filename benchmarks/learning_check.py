@@ -33,9 +33,25 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
+from provenance import provenance  # noqa: E402  (benchmarks/provenance.py)
 from agentgym_budget.train.learning_check import (HELD_OUT_PASS_TO_LEARN, LAST_UPDATES,  # noqa: E402
                                                   TRAIN_SUCCESS_TO_LEARN, held_out_env_kwargs, parse_overrides,
                                                   run_seed)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """The 95 % Wilson score interval of a rate ``successes / n`` (sound at 0 or n of n, unlike the normal one).
+
+    Example:
+        >>> [round(x, 3) for x in wilson_interval(16, 20)]
+        [0.584, 0.919]
+    """
+    if n == 0:
+        return 0.0, 1.0
+    rate = successes / n
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * ((rate * (1 - rate) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float], list[float], list[float]]:
@@ -97,6 +113,7 @@ def main() -> None:
         raise SystemExit(f"learning_check: {error}") from None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    started = provenance(sys.argv)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     start = time.perf_counter()
     runs = []
@@ -119,8 +136,14 @@ def main() -> None:
     mean, low, high = mean_band([r["success"] for r in runs])
     print(f"mean training success (10-update average): first {mean[0]:.2f} [{low[0]:.2f}, {high[0]:.2f}], "
           f"last {mean[-1]:.2f} [{low[-1]:.2f}, {high[-1]:.2f}] (95 % CI over seeds)")
-    report = {"overrides": overrides, "seeds": list(seeds), "learned": learned, "runs": runs,
-              "mean_curve": {"mean": mean, "low": low, "high": high}}
+    low_rate, high_rate = wilson_interval(learned, len(runs))
+    failed = [r["seed"] for r in runs if not r["learned"]]
+    print(f"learn rate {learned / len(runs):.2f} (95 % Wilson interval {low_rate:.2f}-{high_rate:.2f}); "
+          f"not learned: seeds {failed}")
+    report = {"provenance": {**started, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
+              "overrides": overrides, "seeds": list(seeds), "learned": learned,
+              "learn_rate": {"rate": learned / len(runs), "wilson_95": [low_rate, high_rate]},
+              "not_learned": failed, "runs": runs, "mean_curve": {"mean": mean, "low": low, "high": high}}
     (out / "learning_check.json").write_text(json.dumps(report, indent=1))
     plot(runs, out / "learning_curve.png", f"KeyDoor smoke run: learned {learned}/{len(runs)} seeds")
     print(f"wrote {out / 'learning_check.json'} and {out / 'learning_curve.png'}")

@@ -1,0 +1,44 @@
+"""Where a measured figure came from: the command, the commit, the machine and its load.
+
+Every benchmark that writes a results file under ``docs/data/`` puts :func:`provenance` in it, so
+a documented figure can be traced to the exact code and command that measured it.
+
+Example:
+    >>> facts = provenance(["benchmarks/learning_check.py", "--seeds", "2"])
+    >>> sorted(facts)
+    ['command', 'commit', 'cpus', 'dirty', 'load_average', 'python', 'utc']
+    >>> facts["command"]
+    'python benchmarks/learning_check.py --seeds 2'
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+import shlex
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def provenance(argv: Sequence[str]) -> dict[str, object]:
+    """The command (``python`` + ``argv``), the git commit and whether the tree had changes, CPUs, load, time."""
+    return {
+        "command": "python " + shlex.join(argv),
+        "commit": _git("rev-parse", "HEAD"),
+        "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "cpus": os.cpu_count(),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "python": platform.python_version(),
+        "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def _git(*args: str) -> str:
+    try:
+        return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
