@@ -210,6 +210,8 @@ def test_old_files_without_the_later_keys_still_load(folder) -> None:
     # a result from before attempt costs: no frontier, saved again without frontier.csv, reported with a note
     assert run.result.costs is None and run.result.frontier() is None
     assert "frontier.csv" not in [p.name for p in run.result.save(folder)]
+    assert main(["report", str(folder)]) == 0
+    assert "predates attempt costs" in (folder / "report.html").read_text()
 
 
 def test_the_result_records_every_env_setting_with_its_defaults(original) -> None:
