@@ -163,7 +163,7 @@ RESULT_TAMPERING = {
     "negative seconds": (lambda d: d["attempt_costs"]["seconds"][1][0].__setitem__(0, -1.0),
                          r"attempt_costs: seconds\[1\]\[0\]\[0\]: expected a finite number >= 0"),
     "cost shape": (lambda d: d["attempt_costs"]["turns"][0].pop(), r"attempt_costs\.turns: expected 2 x 3 x 2 values"),
-    "wins against successes": (lambda d: d["attempt_costs"]["won"][1][0].__setitem__(0, not d["attempt_costs"]["won"][1][0][0]),
+    "wins against successes": (lambda d: d["attempt_costs"]["won"][1][0].__setitem__(0, 1 - d["attempt_costs"]["won"][1][0][0]),
                                r"attempt_costs\.won: task 0 at T=4 has \d wins, successes says"),
     "turns beyond T": (lambda d: d["attempt_costs"]["turns"][0][0].__setitem__(0, 3),
                        r"attempt_costs\.turns: task 0 at T=2"),

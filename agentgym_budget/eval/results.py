@@ -32,8 +32,8 @@ import numpy as np
 from agentgym_budget.eval.cost import AttemptCosts
 from agentgym_budget.eval.frontier import FRONTIER_FILE, Frontier, frontier_of
 from agentgym_budget.eval.passkt import PassKTGrid, passkt_grid
-from agentgym_budget.episodes.schema import (Index, Known, NonNegative, Positive, RecordError, Turn, UnitInterval, checked,
-                                         parse_json)
+from agentgym_budget.episodes.schema import (Bit, Index, Known, NonNegative, Positive, RecordError, Turn,
+                                             UnitInterval, checked, parse_json)
 
 __all__ = ["AttemptCostsFile", "PassKTFile", "PassKTResult", "RunConfig", "difference", "grid_table", "number_text"]
 
@@ -291,9 +291,9 @@ class RunConfig:
 @dataclass
 class AttemptCostsFile:
     """``passkt.json``'s ``attempt_costs``: per T, task and attempt (nested lists), whether it was won
-    within T and its turns, tokens and seconds under T (``null``: unknown)."""
+    within T (1 or 0) and its turns, tokens and seconds (to 0.1 ms) under T (``null``: unknown)."""
 
-    won: list[list[list[bool]]]
+    won: list[list[list[Bit]]]
     turns: list[list[list[Index]]]
     tokens: list[list[list[Index | None]]]
     seconds: list[list[list[NonNegative | None]]]
@@ -303,8 +303,8 @@ def _costs_dict(costs: AttemptCosts) -> dict[str, Any]:
     def listed(values: np.ndarray, cast: Callable[[float], Any]) -> list[Any]:
         return [[[None if np.isnan(v) else cast(v) for v in row] for row in rows] for rows in values]
 
-    return {"won": costs.won.tolist(), "turns": costs.turns.tolist(), "tokens": listed(costs.tokens, int),
-            "seconds": listed(costs.seconds, float)}
+    return {"won": costs.won.astype(int).tolist(), "turns": costs.turns.tolist(), "tokens": listed(costs.tokens, int),
+            "seconds": listed(costs.seconds, lambda v: round(float(v), 4))}
 
 
 def _costs_of(data: dict[str, Any], ts: tuple[int, ...]) -> AttemptCosts:
