@@ -138,3 +138,27 @@ def test_pareto_mask_drops_dominated_and_unknown_points() -> None:
     cost = np.array([1.0, 1.0, 2.0, np.nan, 3.0])
     success = np.array([0.2, 0.3, 0.3, 0.9, 0.5])
     assert pareto_mask(cost, success).tolist() == [False, True, False, False, True]
+
+
+def test_per_t_runs_know_every_cells_seconds_and_the_shortcut_only_where_episodes_ended() -> None:
+    import agentgym_budget  # noqa: F401  (registers the envs)
+    from agentgym_budget.eval import evaluate
+
+    args = dict(ks=(1, 2), ts=(1, 2, 4), tasks=4, attempts=2, bootstrap=0)
+    per_t = evaluate("KeyDoor-Budget-v0", "noisy-expert", env_kwargs={"show_budget": True}, **args)
+    assert per_t.mode == "per_t" and np.isfinite(per_t.costs.seconds).all() and not per_t.costs.known("tokens")
+    shortcut = evaluate("KeyDoor-Budget-v0", "noisy-expert", **args)
+    ended = shortcut.costs.turns < np.array(args["ts"])[:, None, None]
+    assert np.isfinite(shortcut.costs.seconds[ended]).all() and np.isfinite(shortcut.costs.seconds[-1]).all()
+    frontier = shortcut.frontier()
+    assert {c.t for c in frontier.of("sequential", "seconds")} <= set(args["ts"]) and frontier.kinds()[0] == "turns"
+
+
+def test_a_transcript_counts_the_tokens_of_a_longer_episodes_first_turns() -> None:
+    long = record(0, 0, 10, None, 10, tokens=100)
+    long.transcript = [{"prompt_tokens": 8, "completion_tokens": 2}] * 10
+    costs = attempt_costs([long], ts=(3, 10), tasks=1, attempts=1)
+    assert costs.tokens[:, 0, 0].tolist() == [30.0, 101.0]  # T=10: the record's own totals
+    assert np.isnan(costs.seconds[0, 0, 0])  # seconds have no per-turn counts
+    long.transcript = [{"prompt_tokens": None, "completion_tokens": 2}] * 10
+    assert np.isnan(attempt_costs([long], ts=(3,), tasks=1, attempts=1).tokens).all()

@@ -31,8 +31,10 @@ random K-subset).  With ``c_i`` attempt ``i``'s cost under T, ``f`` failures amo
 A cell's cost is the mean of these over tasks.  Tokens and seconds are known for an attempt
 under ``T`` only where its record covers exactly that episode: it was run at budget ``T`` or
 ended by itself within ``T`` turns (in the shortcut mode a longer episode's first ``T`` turns
-have no separate counts).  Elsewhere, and for policies that report no tokens (every non-LLM
-one), they are unknown (``nan``), and so is every cost they enter.
+have no separate counts) — except tokens when the record carries its transcript (kept in memory
+with ``transcripts`` on, the default for LLM policies), whose turns count them one by one.
+Elsewhere, and for policies that report no tokens (every non-LLM one), they are unknown
+(``nan``), and so is every cost they enter.
 
 Example:
     >>> costs = np.array([3.0, 5.0, 10.0, 10.0])   # four attempts: two won (3 and 5 turns), two ran out at T=10
@@ -136,11 +138,23 @@ def attempt_costs(records: Sequence[EpisodeRecord], ts: Sequence[int], tasks: in
         for record in records_for_budget(records, t):
             at = (i, record.task, record.attempt)
             won[at], turns[at] = record.won_within(t), min(record.turns, t)
-            if record.budget == t or record.turns <= t:  # the record is the episode under t, not a longer one
+            whole = record.budget == t or record.turns <= t  # the record is the episode under t, not a longer one
+            if whole:
                 seconds[at] = record.seconds
-                if record.prompt_tokens is not None and record.completion_tokens is not None:
-                    tokens[at] = record.prompt_tokens + record.completion_tokens
+            tokens[at] = _tokens_within(record, t, whole)
     return AttemptCosts(tuple(ts), won, turns, tokens, seconds)
+
+
+def _tokens_within(record: EpisodeRecord, t: int, whole: bool) -> float:
+    """Prompt + completion tokens of the record's first ``t`` turns (``nan``: not known)."""
+    if whole and record.prompt_tokens is not None and record.completion_tokens is not None:
+        return float(record.prompt_tokens + record.completion_tokens)
+    if record.transcript is None:
+        return np.nan
+    counts = [(turn.get("prompt_tokens"), turn.get("completion_tokens")) for turn in record.transcript[:t]]
+    if len(counts) < min(record.turns, t) or any(p is None or c is None for p, c in counts):
+        return np.nan
+    return float(sum(p + c for p, c in counts))
 
 
 def cell_costs(costs: AttemptCosts, ks: Sequence[int], kind: str, strategy: str) -> np.ndarray:
