@@ -147,6 +147,7 @@ def _eval(args: argparse.Namespace) -> int:
         counts = {k: "unknown" if usage.get(k) is None else f"{usage[k]:,}" for k in ("prompt_tokens",
                                                                                       "completion_tokens")}
         console.print(f"tokens: {counts['prompt_tokens']} prompt, {counts['completion_tokens']} completion")
+    _print_frontier(console, result)
     # paths are the user's text: printed as they are ("[/]" is no markup), control characters dropped
     console.print(printable_line("wrote " + ", ".join(str(p) for p in written)), markup=False)
     console.print(printable_line(f"see every episode: agentgym-budget report {out}  (writes {out / 'report.html'})"),
@@ -286,6 +287,17 @@ def _compare(args: argparse.Namespace) -> int:
     json_path = comparison.save_json(out.with_suffix(".json"))
     console.print(f"wrote {path}, {json_path}")
     return 0
+
+
+def _print_frontier(console: Any, result: Any) -> None:
+    """One line on the frontier: its sequential cells in expected turns, and whether tokens were recorded."""
+    frontier = result.frontier()
+    if frontier is None:
+        return
+    cells = ", ".join(f"{c.label} {c.success:.2f} @{c.cost:.0f}" for c in frontier.frontier("sequential", "turns"))
+    tokens = "" if "tokens" in frontier.kinds() else "; tokens: not recorded (the policy reports none)"
+    console.print(f"frontier, sequential (K×T Pass@(K,T) @expected turns per task): {cells}{tokens}",
+                  markup=False, highlight=False)
 
 
 def _warn_repeated_games(console: Any, result: Any) -> None:

@@ -17,8 +17,10 @@ def test_eval_writes_every_output_and_prints_the_table(tmp_path, capsys) -> None
     assert main(["eval", *FAST, "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out
     assert "Pass@(K,T)" in out and "noisy-expert" in out and "mode=shortcut" in out
-    for name in ("passkt.json", "passkt.csv", "task_counts.csv", "episodes.jsonl", "passkt_heatmap.png",
-                 "passkt_curves.png"):
+    words = " ".join(out.split())  # the console wraps its lines
+    assert "frontier, sequential" in words and "tokens: not recorded (the policy reports none)" in words
+    for name in ("passkt.json", "passkt.csv", "task_counts.csv", "frontier.csv", "episodes.jsonl",
+                 "passkt_heatmap.png", "passkt_curves.png", "frontier.png"):
         assert (tmp_path / name).stat().st_size > 0, name
     data = json.loads((tmp_path / "passkt.json").read_text())
     assert data["attempts"] == 2 and data["ks"] == [1, 2] and data["tasks"] == 6  # attempts default: max K

@@ -203,3 +203,26 @@ def test_seeds_that_draw_the_same_game_are_recorded_and_warned_about(tmp_path) -
     assert all(":" in game for game in result.task_games)  # goal-distractor:door order, KeyDoor's set-up
     result.save(tmp_path)
     assert PassKTResult.load(tmp_path).task_games == result.task_games
+
+
+def test_frontiers_are_compared_at_matched_cost_paired_over_tasks(tmp_path, capsys) -> None:
+    a, b = keydoor(0.3), keydoor(1.0)
+    comparison = compare_results(a, b, resamples=300)
+    rows = comparison.frontier
+    assert {row.strategy for row in rows} == {"parallel", "sequential"}
+    for row in rows:
+        for result, cell in ((a, row.a), (b, row.b)):  # each side: its own best cell at that cost
+            assert cell == result.frontier().best(row.strategy, "turns", row.level)
+            assert cell.cost <= row.level
+        per_task = [r.grid.per_task[r.ks.index(c.k), r.ts.index(c.t)] for r, c in ((a, row.a), (b, row.b))]
+        expected = paired_bootstrap(per_task[0], np.ones(12), per_task[1], np.ones(12), resamples=300)
+        assert row.difference == expected and row.difference.diff == pytest.approx(row.b.success - row.a.success)
+    assert all(row.difference.diff == 0.0 for row in compare_results(a, a).frontier)
+    # the command prints it and writes it; a result from before attempt costs gets a note, not an error
+    a.save(tmp_path / "a"), b.save(tmp_path / "b")
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--out", str(tmp_path / "d.png")]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "Best (K,T) for a budget of expected turns per task" in out
+    assert len(json.loads((tmp_path / "d.json").read_text())["frontier"]) == len(rows)
+    old = compare_results(dataclasses.replace(a, costs=None), b)
+    assert old.frontier == [] and any("predates attempt costs" in note for note in old.notes)

@@ -24,8 +24,11 @@ def result() -> PassKTResult:
 
 def test_json_round_trip(result: PassKTResult, tmp_path) -> None:
     paths = result.save(tmp_path)
-    assert [p.name for p in paths] == ["passkt.json", "passkt.csv", "task_counts.csv"]
+    assert [p.name for p in paths] == ["passkt.json", "passkt.csv", "task_counts.csv", "frontier.csv"]
     loaded = PassKTResult.load(tmp_path)
+    for kind in ("won", "turns", "tokens"):
+        np.testing.assert_array_equal(getattr(loaded.costs, kind), getattr(result.costs, kind))
+    np.testing.assert_allclose(loaded.costs.seconds, result.costs.seconds, atol=5e-5)  # kept to 0.1 ms
     assert (loaded.ks, loaded.ts, loaded.mode, loaded.policy) == (result.ks, result.ts, "shortcut", result.policy)
     np.testing.assert_array_equal(loaded.successes, result.successes)
     np.testing.assert_allclose(loaded.mean, result.mean)

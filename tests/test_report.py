@@ -16,6 +16,7 @@ from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import read_episodes
 from agentgym_budget.eval.metrics import error_kinds, error_turns, on_plan_turns
 from agentgym_budget.eval.report import ERROR_TAGS, build_report, turn_tags, write_report
+from agentgym_budget.eval.results import PassKTResult
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, TranscriptWriter, read_transcripts
 
 ENV_ID = "KeyDoor-Budget-v0"
@@ -187,3 +188,15 @@ def test_the_script_turns_data_into_markup_in_one_place_only(folder) -> None:
     assert len(re.findall(r"\.innerHTML\s*\+?=", script)) == 1  # any assignment, whatever its right side
     assert re.findall(r"\w+\.innerHTML\s*=\s*[\w.]+", script) == ["el.innerHTML = fragment.text"]
     assert "insertAdjacentHTML" not in script and "outerHTML" not in script and "document.write" not in script
+
+
+def test_the_page_shows_success_against_cost_and_the_frontier(folder) -> None:
+    page = Elements(build_report(folder))
+    assert {"frontier", "frontier-parallel", "frontier-sequential", "frontier-table"} <= page.ids()
+    frontier = PassKTResult.load(folder).frontier()
+    assert page.count("point") == 2 * 2 * 3  # every (K,T) cell of both strategies is a point
+    assert page.count("frontier") == 1 + 2  # the section and one step line per strategy
+    rows = re.findall(r"<tr><td>([\d.]+)</td><td>(\d+×\d+)</td>", build_report(folder))
+    assert [(float(cost), label) for cost, label in rows] == [
+        (round(c.cost, 1), c.label) for c in frontier.frontier("sequential", "turns")]
+    assert "tokens: not recorded (the policy reports none)" in build_report(folder)

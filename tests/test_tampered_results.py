@@ -158,6 +158,15 @@ RESULT_TAMPERING = {
     "env_settings script": (lambda d: d["config"].__setitem__("env_settings", PAYLOAD),
                             "config: env_settings: expected an object"),
     "short plan_lengths": (lambda d: d["plan_lengths"].pop(), "plan_lengths: 2 entries for 3 tasks"),
+    "cost script": (lambda d: d["attempt_costs"]["turns"][0][0].__setitem__(0, PAYLOAD),
+                    r"attempt_costs: turns\[0\]\[0\]\[0\]: expected an integer >= 0"),
+    "negative seconds": (lambda d: d["attempt_costs"]["seconds"][1][0].__setitem__(0, -1.0),
+                         r"attempt_costs: seconds\[1\]\[0\]\[0\]: expected a finite number >= 0"),
+    "cost shape": (lambda d: d["attempt_costs"]["turns"][0].pop(), r"attempt_costs\.turns: expected 2 x 3 x 2 values"),
+    "wins against successes": (lambda d: d["attempt_costs"]["won"][1][0].__setitem__(0, 1 - d["attempt_costs"]["won"][1][0][0]),
+                               r"attempt_costs\.won: task 0 at T=4 has \d wins, successes says"),
+    "turns beyond T": (lambda d: d["attempt_costs"]["turns"][0][0].__setitem__(0, 3),
+                       r"attempt_costs\.turns: task 0 at T=2"),
     "grid shape": (lambda d: d["pass"].pop(), r"pass: expected 2 rows of 2 values"),
     "unknown key": (setter("script", PAYLOAD), "unknown key 'script'"),
     "missing key": (lambda d: d.pop("attempts"), "missing key 'attempts'"),
@@ -193,10 +202,16 @@ def test_old_files_without_the_later_keys_still_load(folder) -> None:
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     path.write_text("".join(json.dumps({k: v for k, v in r.items() if k not in later}) + "\n" for r in lines))
     edit_result(folder, lambda d: [d.pop("usage"), d.pop("task_games"), d["config"].pop("versions"),
-                                   d["config"].pop("env_settings")])
+                                   d["config"].pop("env_settings"), d.pop("attempt_costs")])
+    (folder / "frontier.csv").unlink()
     run = load_run(folder)
     assert len(run.records) == 3 * 2 * 1 and all(r.effect == [] and r.game == "" for r in run.records)
     assert run.result.task_games == [] and run.result.usage == {} and "env_settings" not in run.result.config
+    # a result from before attempt costs: no frontier, saved again without frontier.csv, reported with a note
+    assert run.result.costs is None and run.result.frontier() is None
+    assert "frontier.csv" not in [p.name for p in run.result.save(folder)]
+    assert main(["report", str(folder)]) == 0
+    assert "predates attempt costs" in (folder / "report.html").read_text()
 
 
 def test_the_result_records_every_env_setting_with_its_defaults(original) -> None:

@@ -3,6 +3,8 @@
 * :func:`evaluate` — run a policy on an env and return a :class:`PassKTResult`;
 * :class:`~agentgym_budget.eval.config.EvalConfig` — every setting of an evaluation, checked once;
 * :mod:`~agentgym_budget.eval.passkt` — the unbiased estimator and the grid with CIs;
+* :mod:`~agentgym_budget.eval.cost` — what a cell costs (turns, tokens, seconds; parallel or sequential attempts);
+* :mod:`~agentgym_budget.eval.frontier` — success against cost: the best (K,T) for a budget;
 * :mod:`~agentgym_budget.eval.metrics` — decision quality, error recovery, resilience;
 * :mod:`~agentgym_budget.eval.compare` — paired comparison of two results, aggregation over runs;
 * :mod:`~agentgym_budget.eval.probes` — single-step quality on a fixed set of probe states;

@@ -5,7 +5,10 @@
   It refuses (:class:`IncomparableResults`) two results that do not share their env, task
   seeds (and the games they drew), attempts and budgets: only then is task ``i`` the same
   task in both, which is what a paired comparison needs.  Probe metrics are paired by probe
-  when both results ran the same probe set.
+  when both results ran the same probe set.  The two runs' frontiers
+  (:mod:`~agentgym_budget.eval.frontier`) are compared at matched cost: at each cost level where
+  either frontier has a cell, each run's best cell costing at most that many expected turns per
+  task, and the paired difference of their successes (:class:`FrontierDifference`).
 * :func:`aggregate_results` — several runs of one recipe (e.g. training seeds, each
   evaluated): per cell and metric the mean over runs, the standard deviation between runs,
   min / max and a Student-t CI of the mean.
@@ -30,11 +33,13 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_budget.eval.cost import STRATEGIES
+from agentgym_budget.eval.frontier import FrontierCell
 from agentgym_budget.eval.results import PassKTResult, grid_table, number_text
 from agentgym_budget.eval.stats import PairedDifference, paired_bootstrap, ratio, t_interval
 
-__all__ = ["Aggregate", "Comparison", "IncomparableResults", "aggregate_results", "check_comparable",
-           "compare_results", "scalar_metrics"]
+__all__ = ["Aggregate", "Comparison", "FrontierDifference", "IncomparableResults", "aggregate_results",
+           "check_comparable", "compare_frontiers", "compare_results", "scalar_metrics"]
 
 
 class IncomparableResults(ValueError):
@@ -69,6 +74,47 @@ def scalar_metrics(result: PassKTResult) -> dict[str, tuple[np.ndarray, np.ndarr
     return {name: (np.asarray(t["num"], dtype=float), np.asarray(t["den"], dtype=float)) for name, t in per_task.items()}
 
 
+@dataclass(frozen=True)
+class FrontierDifference:
+    """At one cost level (expected turns per task) and strategy: each run's best cell costing at most
+    ``level``, and ``b - a`` of their successes, paired over tasks."""
+
+    strategy: str
+    level: float
+    a: FrontierCell
+    b: FrontierCell
+    difference: PairedDifference
+
+    def to_dict(self) -> dict[str, Any]:
+        d = self.difference
+        return {"strategy": self.strategy, "turns_at_most": self.level, "a_k": self.a.k, "a_t": self.a.t,
+                "a_turns": self.a.cost, "b_k": self.b.k, "b_t": self.b.t, "b_turns": self.b.cost, "a": d.a, "b": d.b,
+                "diff": d.diff, "ci_low": d.ci_low, "ci_high": d.ci_high, "significant": d.significant}
+
+
+def compare_frontiers(a: PassKTResult, b: PassKTResult, ks: Sequence[int], options: dict[str, Any]
+                      ) -> list[FrontierDifference]:
+    """The frontiers of ``a`` and ``b`` (over ``ks``) in expected turns, matched at every cost level where
+    either has a frontier cell and both have a cell that cheap.  The cells are chosen on the full
+    results; the CI is that of the chosen cells' difference (the choice is not bootstrapped)."""
+    frontier_a, frontier_b = a.frontier(ks), b.frontier(ks)
+    if frontier_a is None or frontier_b is None:
+        return []
+    out = []
+    ones = np.ones(a.n_tasks)
+    for strategy in STRATEGIES:
+        levels = sorted({c.cost for f in (frontier_a, frontier_b) for c in f.frontier(strategy, "turns")})
+        for level in levels:
+            cell_a, cell_b = frontier_a.best(strategy, "turns", level), frontier_b.best(strategy, "turns", level)
+            if cell_a is None or cell_b is None:
+                continue
+            per_task_a = a.grid.per_task[a.ks.index(cell_a.k), a.ts.index(cell_a.t)]
+            per_task_b = b.grid.per_task[b.ks.index(cell_b.k), b.ts.index(cell_b.t)]
+            out.append(FrontierDifference(strategy, level, cell_a, cell_b,
+                                          paired_bootstrap(per_task_a, ones, per_task_b, ones, **options)))
+    return out
+
+
 @dataclass
 class Comparison:
     """``B - A``: Pass@(K,T) cells by ``(k, t)``, behaviour metrics and probe metrics by name."""
@@ -81,6 +127,7 @@ class Comparison:
     probes: dict[str, PairedDifference] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     n_tasks: int = 0  # the paired tasks
+    frontier: list[FrontierDifference] = field(default_factory=list)
 
     def diff_grid(self) -> tuple[np.ndarray, np.ndarray]:
         """``(diff, significant)`` arrays of shape ``(len(ks), len(ts))``."""
@@ -98,6 +145,7 @@ class Comparison:
             "passkt": [{"k": k, "t": t, **row(d)} for (k, t), d in self.passkt.items()],
             "metrics": {name: row(d) for name, d in self.metrics.items()},
             "probes": {name: row(d) for name, d in self.probes.items()},
+            "frontier": [row.to_dict() for row in self.frontier],
             "notes": self.notes,
         }
 
@@ -106,8 +154,9 @@ class Comparison:
         path.write_text(json.dumps(self.to_dict(), indent=1) + "\n")
         return path
 
-    def tables(self) -> tuple[Any, Any]:
-        """Two ``rich`` tables: the Pass@(K,T) differences with their CIs, and the metrics' (a, b, b - a)."""
+    def tables(self) -> tuple[Any, ...]:
+        """``rich`` tables: the Pass@(K,T) differences with their CIs, the metrics' (a, b, b - a), and
+        (when both results hold attempt costs) the frontiers at matched cost."""
         from rich.table import Table
 
         a, b = self.labels
@@ -121,7 +170,22 @@ class Comparison:
             metrics.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
         for name, d in {**self.metrics, **self.probes}.items():
             metrics.add_row(name, number_text(d.a), number_text(d.b), _diff_text(d))
-        return grid, metrics
+        return (grid, metrics, self.frontier_table()) if self.frontier else (grid, metrics)
+
+    def frontier_table(self) -> Any:
+        """The frontiers at matched cost: per strategy and level, each run's best cell K×T and ``b - a``."""
+        from rich.table import Table
+
+        a, b = self.labels
+        table = Table(title=f"Best (K,T) for a budget of expected turns per task: {b} minus {a}",
+                      caption="each run's best cell costing at most the level (K×T, Pass@(K,T)); paired bootstrap CI "
+                              "over tasks of the chosen cells; * = CI excludes 0")
+        for column in ("strategy", "turns ≤", f"a = {a}", f"b = {b}", "b - a [CI]"):
+            table.add_column(column, justify="left" if column == "strategy" else "right", no_wrap=True)
+        for row in self.frontier:
+            table.add_row(row.strategy, f"{row.level:.1f}", f"{row.a.label} {row.a.success:.3f}",
+                          f"{row.b.label} {row.b.success:.3f}", _diff_text(row.difference))
+        return table
 
 
 def _diff_text(d: PairedDifference) -> str:
@@ -169,8 +233,10 @@ def compare_results(a: PassKTResult, b: PassKTResult, *, resamples: int = 1000, 
         zeros = (np.zeros(a.n_tasks), np.zeros(a.n_tasks))
         (num_a, den_a), (num_b, den_b) = terms_a.get(name, zeros), terms_b.get(name, zeros)
         metrics[name] = paired_bootstrap(num_a, den_a, num_b, den_b, **options)
+    if a.costs is None or b.costs is None:
+        notes.append("frontiers not compared: a result file predates attempt costs (attempt_costs); re-run eval")
     return Comparison(labels or (a.policy, b.policy), ks, a.ts, passkt, metrics, _compare_probes(a, b, options, notes),
-                      notes, a.n_tasks)
+                      notes, a.n_tasks, compare_frontiers(a, b, ks, options))
 
 
 def _compare_probes(a: PassKTResult, b: PassKTResult, options: dict[str, Any], notes: list[str]

@@ -52,6 +52,7 @@ from agentgym_budget.eval.passkt import passkt_grid
 from agentgym_budget.eval.probes import build_probes, run_probes, write_probes
 from agentgym_budget.episodes.process_pool import make_executor
 from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord, records_for_budget
+from agentgym_budget.eval.cost import attempt_costs
 from agentgym_budget.eval.results import PassKTResult
 from agentgym_budget.episodes.runner import Executor, RolloutSpec, SerialExecutor
 from agentgym_budget.episodes.signals import sigterm_as_interrupt
@@ -391,6 +392,7 @@ def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], suc
         ts=plan.ts, attempts=plan.attempts, seed=plan.seed, successes=successes,
         task_seeds=[task_seed(plan.seed, task) for task in range(plan.tasks)], plan_lengths=plan_lengths, grid=grid,
         metrics=metrics, config=config, timing=timing, usage=usage, task_games=games,
+        costs=attempt_costs(records, plan.ts, plan.tasks, plan.attempts),
     )
 
 

@@ -1,4 +1,5 @@
-"""PNG plots of Pass@(K,T) results: heatmap (K x T), curves (Pass@K vs T), difference heatmap.
+"""PNG plots of Pass@(K,T) results: heatmap (K x T), curves (Pass@K vs T), difference heatmap, and
+success against cost with the frontier.
 
 matplotlib is imported inside the functions (``import agentgym_budget`` stays light) and
 used through its object API with the Agg canvas, so no display is needed.
@@ -20,7 +21,7 @@ from agentgym_budget.eval.results import PassKTResult, difference
 if TYPE_CHECKING:
     from agentgym_budget.eval.compare import Comparison
 
-__all__ = ["plot_curves", "plot_diff_heatmap", "plot_heatmap", "save_plots"]
+__all__ = ["plot_curves", "plot_diff_heatmap", "plot_frontier", "plot_heatmap", "save_plots"]
 
 
 def _figure(width: float, height: float) -> Any:
@@ -106,8 +107,46 @@ def plot_diff_heatmap(a: PassKTResult, b: PassKTResult, path: str | Path,
     return Path(path)
 
 
+def plot_frontier(result: PassKTResult, path: str | Path) -> Path | None:
+    """Success against expected cost per task, every (K,T) cell a labelled point ``K×T`` with its CI,
+    the frontier drawn as a step line: one panel per strategy (parallel, sequential) and per cost
+    kind known for every cell (turns; tokens for LLM policies).  ``None`` without the attempts' costs."""
+    frontier = result.frontier()
+    if frontier is None:
+        return None
+    kinds = [kind for kind in ("turns", "tokens") if len(frontier.of("parallel", kind)) == len(result.ks) * len(result.ts)]
+    fig = _figure(11.0, 4.2 * len(kinds))
+    axes = fig.subplots(len(kinds), 2, squeeze=False)
+    for row, kind in enumerate(kinds):
+        for column, strategy in enumerate(("parallel", "sequential")):
+            ax, cells = axes[row][column], frontier.of(strategy, kind)
+            cost = [c.cost for c in cells]
+            ax.errorbar(cost, [c.success for c in cells], yerr=[[c.success - c.ci_low for c in cells],
+                                                              [c.ci_high - c.success for c in cells]],
+                        fmt="o", color="0.55", markersize=3.5, elinewidth=0.6, capsize=0, label="cell (CI)")
+            for c in cells:
+                ax.annotate(c.label, (c.cost, c.success), textcoords="offset points", xytext=(3, -9), fontsize=6,
+                            color="black" if c.on_frontier else "0.45")
+            line = frontier.frontier(strategy, kind)
+            ax.step([c.cost for c in line] + [max(cost)], [c.success for c in line] + [line[-1].success],
+                    where="post", color="tab:red", linewidth=1.6, label="frontier: best cell at each cost")
+            ax.plot([c.cost for c in line], [c.success for c in line], "o", color="tab:red", markersize=4.5)
+            ax.set_xlabel(f"expected {kind} per task ({strategy}: "
+                          f"{'all K attempts run' if strategy == 'parallel' else 'stop at the first success'})")
+            ax.set_ylabel("Pass@(K,T)")
+            ax.set_ylim(-0.02, 1.02)
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7, loc="lower right")
+    fig.suptitle(f"{result.env_id} — {result.policy}: success against cost, labels K×T "
+                 f"({result.grid.ci_level:.0%} bootstrap CI over tasks)", fontsize=9)
+    fig.savefig(path)
+    return Path(path)
+
+
 def save_plots(result: PassKTResult, folder: str | Path) -> list[Path]:
-    """Write ``passkt_heatmap.png`` and ``passkt_curves.png`` into ``folder``."""
+    """Write ``passkt_heatmap.png``, ``passkt_curves.png`` and (with the attempts' costs) ``frontier.png`` into ``folder``."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    return [plot_heatmap(result, folder / "passkt_heatmap.png"), plot_curves(result, folder / "passkt_curves.png")]
+    frontier = plot_frontier(result, folder / "frontier.png")
+    return [plot_heatmap(result, folder / "passkt_heatmap.png"), plot_curves(result, folder / "passkt_curves.png"),
+            *([] if frontier is None else [frontier])]

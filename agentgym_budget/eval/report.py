@@ -5,6 +5,9 @@ The page needs no network (inline CSS, JS and SVG drawn here; nothing fetched) a
 * the run's identity: env, policy and their kwargs, seed, mode, grid, versions;
 * the Pass@(K,T) heatmap (each cell with its bootstrap CI) and Pass@K-vs-T curves with CI bands;
 * the behaviour metrics (the rows of the terminal's table);
+* success against cost: every (K,T) cell at its expected turns per task, attempts run in
+  parallel and sequentially, with the frontier (:mod:`~agentgym_budget.eval.frontier`) drawn
+  and listed (results written before attempt costs were kept say so instead);
 * every episode in a filterable list (run, task, attempt, budget, won/lost, errors); clicking one
   opens it turn by turn — observation, raw reply, action — with errors (of each kind the metrics
   count: invalid, no effect, loss, detour, stall), actions that are not the expert's, and
@@ -41,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from agentgym_budget.eval.episode_log import EPISODES_FILE, read_episodes
+from agentgym_budget.eval.frontier import Frontier
 from agentgym_budget.eval.metrics import ERROR_KINDS, error_kinds, error_turns, on_plan_turns, without_plans
 from agentgym_budget.eval.results import PassKTResult, difference
 from agentgym_budget.episodes.records import EpisodeRecord
@@ -206,6 +210,69 @@ def _svg_curves(result: PassKTResult) -> str:
                  f'</text><text x="12" y="{top + plot_h / 2}" text-anchor="middle" class="axis" '
                  f'transform="rotate(-90 12 {top + plot_h / 2})">Pass@K</text></svg></figure>')
     return "".join(parts)
+
+
+def _svg_frontier(frontier: Frontier, strategy: str, element_id: str) -> str:
+    """Success against expected turns per task: every cell a labelled point, the frontier a red step line."""
+    cells = frontier.of(strategy, "turns")
+    width, height, left, right, top, bottom = 440, 260, 44, 14, 8, 40
+    plot_w, plot_h = width - left - right, height - top - bottom
+    high = max(c.cost for c in cells) or 1.0
+
+    def x(cost: float) -> float:
+        return left + plot_w * cost / high
+
+    def y(v: float) -> float:
+        return top + plot_h * (1 - v)
+
+    what = "all K attempts run" if strategy == "parallel" else "stop at the first success"
+    parts = [f'<figure><figcaption>{strategy.capitalize()} ({what}): Pass@(K,T) against expected turns per task'
+             f'</figcaption><svg id="{element_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
+             f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="success against cost">']
+    for v in (0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v)}" y2="{y(v)}" class="grid"/>'
+                     f'<text x="{left - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
+    for tick in np.linspace(0, high, 5):
+        parts.append(f'<text x="{x(tick):.1f}" y="{top + plot_h + 15}" text-anchor="middle">{tick:.0f}</text>')
+    line = frontier.frontier(strategy, "turns")
+    steps = [f"{x(line[0].cost):.1f},{y(line[0].success):.1f}"]
+    for before, after in zip(line, line[1:]):
+        steps += [f"{x(after.cost):.1f},{y(before.success):.1f}", f"{x(after.cost):.1f},{y(after.success):.1f}"]
+    steps.append(f"{x(high):.1f},{y(line[-1].success):.1f}")
+    parts.append(f'<polyline class="frontier" points="{" ".join(steps)}" fill="none" stroke="#d62728" '
+                 f'stroke-width="2"/>')
+    for c in cells:
+        color = "#d62728" if c.on_frontier else "#888"
+        parts.append(f'<g class="point" data-k="{c.k}" data-t="{c.t}"><circle cx="{x(c.cost):.1f}" '
+                     f'cy="{y(c.success):.1f}" r="3" fill="{color}"><title>{c.label}: {c.cost:.1f} turns, '
+                     f'Pass@({c.k},{c.t}) = {c.success:.3f} (CI {c.ci_low:.3f} to {c.ci_high:.3f})</title></circle>'
+                     f'<text x="{x(c.cost) + 3:.1f}" y="{y(c.success) + 10:.1f}" class="ci">{c.label}</text></g>')
+    parts.append(f'<text x="{left + plot_w / 2}" y="{height - 6}" text-anchor="middle" class="axis">expected turns '
+                 f'per task</text><text x="12" y="{top + plot_h / 2}" text-anchor="middle" class="axis" '
+                 f'transform="rotate(-90 12 {top + plot_h / 2})">Pass@(K,T)</text></svg></figure>')
+    return "".join(parts)
+
+
+def _frontier_section(run: RunData, index: int, label: str | None) -> str:
+    """The success-against-cost panel of one run: both strategies' plots and the sequential frontier's cells."""
+    suffix = "-b" if index else ""
+    heading = (f"{'AB'[index]}: " if label else "") + "Success against cost: the best (K,T) for a budget"
+    frontier = run.result.frontier()
+    if frontier is None:
+        return (f'<section class="frontier" id="frontier{suffix}"><h2>{_esc(heading)}</h2><p class="note">This result '
+                'predates attempt costs (passkt.json has no attempt_costs): re-run eval to see them.</p></section>')
+    rows = "".join(f"<tr><td>{c.cost:.1f}</td><td>{c.label}</td><td>{c.k * c.t}</td><td>{c.success:.3f}</td>"
+                   f"<td>{c.ci_low:.3f}–{c.ci_high:.3f}</td></tr>" for c in frontier.frontier("sequential", "turns"))
+    tokens = ("tokens: in frontier.csv" if "tokens" in frontier.kinds()
+              else "tokens: not recorded (the policy reports none)")
+    table = (f'<figure><figcaption>The frontier, sequential: the best cell up to each cost ({tokens})</figcaption>'
+             f'<div class="scroll"><table class="metrics" id="frontier-table{suffix}"><thead><tr><th>expected turns'
+             f'</th><th>K×T</th><th>at most</th><th>Pass@(K,T)</th><th>{run.result.grid.ci_level:.0%} CI</th></tr>'
+             f'</thead><tbody>{rows}</tbody></table></div></figure>')
+    plots = "".join(_svg_frontier(frontier, strategy, f"frontier-{strategy}{suffix}")
+                    for strategy in ("parallel", "sequential"))
+    return (f'<section class="frontier" id="frontier{suffix}"><h2>{_esc(heading)}</h2><div class="row wide">{plots}'
+            f'{table}</div></section>')
 
 
 # -- HTML -----------------------------------------------------------------------------------
@@ -379,6 +446,7 @@ def build_report(folder: str | Path, folder_b: str | Path | None = None,
         '<div class="row">' + "".join(_identity(run, f"{'AB'[i]}: {labels[i]}" if compare else "The run")
                                       for i, run in enumerate(runs)) + "</div>",
         *(_results(run, i, labels[i] if compare else None) for i, run in enumerate(runs)),
+        *(_frontier_section(run, i, labels[i] if compare else None) for i, run in enumerate(runs)),
         *([_compare(runs[0], runs[1], labels)] if compare else []),
         _browse(episodes, names, max(run.result.attempts for run in runs)),
     ]

@@ -7,7 +7,11 @@ Files written by :meth:`PassKTResult.save` into an output folder:
   :meth:`PassKTResult.load` reads it back;
 * ``passkt.csv`` — the grid in tidy form: ``k, t, pass, stderr, ci_low, ci_high``;
 * ``task_counts.csv`` — ``task, reset_seed, plan_length, t, attempts, successes``: every
-  per-task count the grid is computed from.
+  per-task count the grid is computed from;
+* ``frontier.csv`` — every cell's expected cost (turns, tokens, seconds; attempts in parallel or
+  sequentially) and success, and which cells form the frontier
+  (:mod:`~agentgym_budget.eval.frontier`); written when the result holds its attempts' costs
+  (``passkt.json``'s ``attempt_costs``; results written before it lack them and load without).
 
 (The evaluator also streams ``episodes.jsonl``, one :class:`EpisodeRecord` per line, and with
 transcripts on ``transcripts.jsonl.gz``; ``agentgym-budget report`` turns the folder into one HTML
@@ -25,11 +29,13 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_budget.eval.cost import AttemptCosts
+from agentgym_budget.eval.frontier import FRONTIER_FILE, Frontier, frontier_of
 from agentgym_budget.eval.passkt import PassKTGrid, passkt_grid
-from agentgym_budget.episodes.schema import (Index, Known, NonNegative, Positive, RecordError, Turn, UnitInterval, checked,
-                                         parse_json)
+from agentgym_budget.episodes.schema import (Bit, Index, Known, NonNegative, Positive, RecordError, Turn,
+                                             UnitInterval, checked, parse_json)
 
-__all__ = ["PassKTFile", "PassKTResult", "RunConfig", "difference", "grid_table", "number_text"]
+__all__ = ["AttemptCostsFile", "PassKTFile", "PassKTResult", "RunConfig", "difference", "grid_table", "number_text"]
 
 RESULT_FORMAT = "agentgym-budget/passkt/1"
 
@@ -42,7 +48,9 @@ class PassKTResult:
     ``ts[i]`` turns.  ``mode`` is ``"shortcut"`` (every budget answered from one rollout at
     the largest) or ``"per_t"`` (one rollout per budget).  ``usage``: the tokens an LLM
     policy's backend reported, summed over the episodes (``prompt_tokens``,
-    ``completion_tokens``; ``None`` for policies that report none).
+    ``completion_tokens``; ``None`` for policies that report none).  ``costs``: every attempt's
+    outcome and cost at every T (:class:`~agentgym_budget.eval.cost.AttemptCosts`; ``None`` in
+    results written before it), from which :meth:`frontier` is computed.
     """
 
     env_id: str
@@ -63,6 +71,7 @@ class PassKTResult:
     usage: dict[str, Any] = field(default_factory=dict)
     #: The game each task's seed drew (``""``: the env does not say), to detect repeated games.
     task_games: list[str] = field(default_factory=list)
+    costs: AttemptCosts | None = None
 
     @property
     def n_tasks(self) -> int:
@@ -76,6 +85,10 @@ class PassKTResult:
     def value(self, k: int, t: int) -> float:
         """Pass@(k,t)."""
         return float(self.grid.mean[self.ks.index(k), self.ts.index(t)])
+
+    def frontier(self, ks: Sequence[int] | None = None) -> Frontier | None:
+        """Success against cost of every cell (of ``ks``), with the frontier; ``None`` without the attempts' costs."""
+        return None if self.costs is None else frontier_of(self.grid, self.costs, ks)
 
     # -- serialisation --------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -104,6 +117,7 @@ class PassKTResult:
             "config": self.config,
             "timing": self.timing,
             "usage": self.usage,
+            **({} if self.costs is None else {"attempt_costs": _costs_dict(self.costs)}),
         }
 
     @classmethod
@@ -124,6 +138,7 @@ class PassKTResult:
             attempts=file.attempts, seed=file.seed, successes=successes, task_seeds=file.task_seeds,
             plan_lengths=file.plan_lengths, grid=grid, metrics=file.metrics, config=file.config, timing=file.timing,
             usage=file.usage, task_games=file.task_games,
+            costs=None if file.attempt_costs is None else _costs_of(file.attempt_costs, ts),
         )
         # The nested metrics are checked by reading them as every consumer does (the table rows):
         # a structure the evaluator does not write is refused here, not a traceback in 'report'.
@@ -171,10 +186,13 @@ class PassKTResult:
         return grid_path, counts_path
 
     def save(self, folder: str | Path) -> list[Path]:
-        """Write ``passkt.json``, ``passkt.csv`` and ``task_counts.csv`` into ``folder``."""
+        """Write ``passkt.json``, ``passkt.csv``, ``task_counts.csv`` and (with the attempts' costs)
+        ``frontier.csv`` into ``folder``."""
         folder = Path(folder)
         folder.mkdir(parents=True, exist_ok=True)
-        return [self.save_json(folder / "passkt.json"), *self.save_csv(folder)]
+        frontier = self.frontier()
+        return [self.save_json(folder / "passkt.json"), *self.save_csv(folder),
+                *([] if frontier is None else [frontier.save_csv(folder / FRONTIER_FILE)])]
 
     # -- display --------------------------------------------------------------------------
     def table(self) -> Any:
@@ -271,6 +289,34 @@ class RunConfig:
 
 
 @dataclass
+class AttemptCostsFile:
+    """``passkt.json``'s ``attempt_costs``: per T, task and attempt (nested lists), whether it was won
+    within T (1 or 0) and its turns, tokens and seconds (to 0.1 ms) under T (``null``: unknown)."""
+
+    won: list[list[list[Bit]]]
+    turns: list[list[list[Index]]]
+    tokens: list[list[list[Index | None]]]
+    seconds: list[list[list[NonNegative | None]]]
+
+
+def _costs_dict(costs: AttemptCosts) -> dict[str, Any]:
+    def listed(values: np.ndarray, cast: Callable[[float], Any]) -> list[Any]:
+        return [[[None if np.isnan(v) else cast(v) for v in row] for row in rows] for rows in values]
+
+    return {"won": costs.won.astype(int).tolist(), "turns": costs.turns.tolist(), "tokens": listed(costs.tokens, int),
+            "seconds": listed(costs.seconds, lambda v: round(float(v), 4))}
+
+
+def _costs_of(data: dict[str, Any], ts: tuple[int, ...]) -> AttemptCosts:
+    def array(key: str) -> np.ndarray:
+        return np.array([[[np.nan if v is None else v for v in row] for row in rows] for rows in data[key]],
+                        dtype=float)
+
+    return AttemptCosts(ts, np.array(data["won"], dtype=bool), np.array(data["turns"], dtype=np.int64),
+                        array("tokens"), array("seconds"))
+
+
+@dataclass
 class PassKTFile:
     """What ``passkt.json`` holds (:meth:`PassKTResult.to_dict`), for
     :func:`~agentgym_budget.episodes.schema.checked`: keys that later versions added have defaults."""
@@ -298,6 +344,8 @@ class PassKTFile:
     config: RunConfig = field(default_factory=dict)  # type: ignore[assignment]  # kept as the file's dict
     timing: dict[str, NonNegative] = field(default_factory=dict)
     usage: dict[str, Index | None] = field(default_factory=dict)
+    # absent in files before it; no '| None': a union would hide which value is wrong.  Kept as the file's dict.
+    attempt_costs: AttemptCostsFile = None  # type: ignore[assignment]
 
     @classmethod
     def read(cls, data: Any) -> PassKTFile:
@@ -318,7 +366,28 @@ class PassKTFile:
                 raise RecordError(f"{key}: {len(values)} entries for {file.tasks} tasks")
         if any(n > file.attempts for row in file.successes for n in row):
             raise RecordError(f"successes: more than the {file.attempts} attempts per task")
+        if file.attempt_costs is not None:
+            _check_costs(file.attempt_costs, file)  # type: ignore[arg-type]  # the checked dict
         return file
+
+
+def _check_costs(costs: dict[str, Any], file: PassKTFile) -> None:
+    """``attempt_costs`` of ``file``: shaped (T, tasks, attempts), its wins adding up to ``successes``,
+    and no attempt under T longer than T or won in 0 turns."""
+    shape = (len(file.ts), file.tasks, file.attempts)
+    for key, values in costs.items():
+        if (len(values) != shape[0] or any(len(rows) != shape[1] for rows in values)
+                or any(len(row) != shape[2] for rows in values for row in rows)):
+            raise RecordError(f"attempt_costs.{key}: expected {shape[0]} x {shape[1]} x {shape[2]} values (T, tasks, "
+                              f"attempts)")
+    for i, t in enumerate(file.ts):
+        for task in range(file.tasks):
+            won, turns = costs["won"][i][task], costs["turns"][i][task]
+            if sum(won) != file.successes[i][task]:
+                raise RecordError(f"attempt_costs.won: task {task} at T={t} has {sum(won)} wins, successes says "
+                                  f"{file.successes[i][task]}")
+            if any(n > t or (w and n < 1) for w, n in zip(won, turns)):
+                raise RecordError(f"attempt_costs.turns: task {task} at T={t}: {turns} (won: {won})")
 
 
 def grid_table(title: Any, caption: str, ks: Sequence[int], ts: Sequence[int], cell: Callable[[int, int], str]) -> Any:
