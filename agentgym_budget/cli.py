@@ -142,6 +142,10 @@ def _eval(args: argparse.Namespace) -> int:
     console.print(f"{timing['episodes']} episodes, {timing['steps']} turns in {timing['rollout_seconds']:.1f} s "
                   f"({timing['episodes_per_second']:.0f} episodes/s, workers={config.workers}, "
                   f"concurrency={config.concurrency}); metrics {timing['metrics_seconds'] * 1000:.0f} ms")
+    if timing.get("env_failures"):
+        console.print(f"[yellow]the env raised {timing['env_failures']:.0f} times: each episode was replayed once in a "
+                      f"fresh env; {timing.get('failed_episodes', 0):.0f} raised again and count as not won "
+                      f"(episodes.jsonl: failed, error)[/yellow]")
     usage = result.usage
     if usage.get("completion_tokens") is not None or usage.get("prompt_tokens") is not None:
         counts = {k: "unknown" if usage.get(k) is None else f"{usage[k]:,}" for k in ("prompt_tokens",

@@ -68,6 +68,13 @@ class EpisodeRecord:
     written before ``effect``, ``lost_turn``, ``game`` and the token counts existed load with
     their defaults.
 
+    ``env_failures`` counts the times the env raised while this episode was played (the one fault
+    policy, :mod:`~agentgym_budget.episodes.runner`: an episode whose env raises is replayed once
+    in a fresh env); ``failed`` is true when the replay's env raised too: the episode then counts
+    as not won, ``error`` says what the env raised, and its turns are those the last attempt
+    played.  The three are written to ``episodes.jsonl`` only when set, so the files of a run
+    without faults are what they were before the fault policy existed.
+
     ``transcript`` (``None`` unless transcripts were asked for) is what the agent saw and said,
     one :func:`transcript_turn` dict per turn, and ``final_observation`` what the env showed
     after the last turn.  Both are excluded from equality and from :meth:`to_dict`
@@ -95,6 +102,9 @@ class EpisodeRecord:
     effect: list[str] = field(default_factory=list)
     lost_turn: Turn | None = None
     game: str = ""
+    env_failures: Index = 0
+    failed: bool = False
+    error: str = ""
     transcript: list[dict[str, Any]] | None = field(default=None, compare=False, repr=False, metadata=NOT_IN_FILE)
     final_observation: str | None = field(default=None, compare=False, repr=False, metadata=NOT_IN_FILE)
 
@@ -121,6 +131,9 @@ class EpisodeRecord:
         """The JSON-able record, without the transcript."""
         data = dataclasses.asdict(dataclasses.replace(self, transcript=None, final_observation=None))
         del data["transcript"], data["final_observation"]
+        for name, unset in _FAULT_DEFAULTS.items():  # written only when the env raised
+            if data[name] == unset:
+                del data[name]
         return data
 
     @classmethod
@@ -155,6 +168,10 @@ class EpisodeRecord:
             if turn is not None and turn > self.turns:
                 return f"{name}: turn {turn} of an episode of {self.turns} turns"
         return None
+
+#: The fault fields of an :class:`EpisodeRecord` and their values when the env never raised.
+_FAULT_DEFAULTS: dict[str, Any] = {"env_failures": 0, "failed": False, "error": ""}
+
 
 def plan_length_of(info: dict[str, Any]) -> int:
     """The expert's remaining plan length in ``info`` (-1 if unknown).

@@ -16,6 +16,18 @@ The budget is forced per episode with ``reset(options={"budget": T})`` on the en
 (its ``truncated``); the runner keeps no turn count of its own, so it only plays envs under a
 ``TurnBudget`` (:meth:`RolloutSpec.make_env` builds them; :class:`EpisodeRunner` refuses others).
 
+**The fault policy** — the one of evaluation, training and the adapters: an env that raises in
+``reset`` or ``step`` costs at most its episode.  The episode is played again from the start in a
+fresh env (same seeds, so the same episode a fault-free env would have given; the env that
+raised is closed and never reused); if that env raises too, the episode ends *failed*: it is
+recorded (``EpisodeRecord.failed``, ``env_failures``, ``error``) and counts as not won, and the
+run goes on.  ``RolloutSpec(env_errors="raise")`` (``eval --env-errors raise``) aborts the run at
+the first raise instead.  Only the env's own calls are guarded: a policy that raises is a bug,
+raised at once.  (The trainer's :func:`~agentgym_budget.train.rollout.collect_episodes` replays the
+same way and drops a failed episode's group; an adapter's
+:class:`~agentgym_budget.integrations.session.BudgetSession`, which cannot ask the model again,
+replays the episode's commands.)
+
 Executors: :class:`SerialExecutor` (in-process) and
 :class:`~agentgym_budget.episodes.process_pool.EpisodeProcessPool` (a pool of processes, one
 runner per process, jobs sent task by task).  Another backend implements the
@@ -33,6 +45,7 @@ from typing import Any, Protocol, TypeVar
 
 import gymnasium as gym
 
+from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.episodes.outcome import episode_over
 from agentgym_budget.episodes.records import (
@@ -46,12 +59,17 @@ from agentgym_budget.episodes.records import (
 )
 from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 from agentgym_budget.seeds import attempt_seed, task_seed
+from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import TurnBudget
 
 __all__ = ["EpisodeInFlight", "EpisodeRunner", "Executor", "RecordCallback", "RolloutSpec", "SerialExecutor",
            "play_episodes"]
 
 RecordCallback = Callable[[EpisodeRecord], None]
+
+
+#: What an env that raises costs: its episode (replayed once, else recorded failed) or the whole run.
+ENV_ERRORS = ("replay", "raise")
 
 
 @dataclass(frozen=True)
@@ -62,7 +80,9 @@ class RolloutSpec:
     then be picklable to run in a process pool).  ``env_kwargs`` go to ``gym.make``; budget
     options among them (``show_budget``, ...) go to the :class:`TurnBudget`.
     ``concurrency``: episodes in flight per worker (see :class:`EpisodeRunner`);
-    ``transcripts``: keep each turn's observation and reply in the records.
+    ``transcripts``: keep each turn's observation and reply in the records;
+    ``env_errors``: what an env that raises costs (:data:`ENV_ERRORS`): ``"replay"`` (the fault
+    policy: the episode, replayed once, else recorded as failed) or ``"raise"`` (the run).
     """
 
     env_id: str
@@ -73,10 +93,13 @@ class RolloutSpec:
     policy_kwargs: dict[str, Any] = field(default_factory=dict)
     concurrency: int = 1
     transcripts: bool = False
+    env_errors: str = "replay"
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
             raise ValueError(f"concurrency must be >= 1, got {self.concurrency}")
+        if self.env_errors not in ENV_ERRORS:
+            raise ValueError(f"env_errors must be one of {ENV_ERRORS}, got {self.env_errors!r}")
 
     def make_env(self) -> gym.Env:
         """The env under a :class:`TurnBudget` of ``max_budget`` (budgets are then forced per episode)."""
@@ -97,11 +120,18 @@ class _EpisodeInFlight:
     """One episode being played: its env, the policy's state for it, and what the record needs."""
 
     def __init__(self, index: int, job: EpisodeJob, env: gym.Env, policy: BatchPolicy, seed: int,
-                 transcripts: bool) -> None:
+                 transcripts: bool, guarded: bool = True, env_failures: int = 0) -> None:
         self.index, self.job, self.env = index, job, env
         self.start = time.perf_counter()
+        self.guarded, self.env_failures, self.error = guarded, env_failures, ""
+        self.raised = False  # the env raised during this attempt (its state is unknown: it is not reused)
         self.state = policy.start(attempt_seed(seed, job.task, job.attempt))
-        self.obs, self.info = env.reset(seed=task_seed(seed, job.task), options={"budget": job.budget})
+        self.obs: Any = ""
+        self.info: dict[str, Any] = {}
+        try:
+            self.obs, self.info = env.reset(seed=task_seed(seed, job.task), options={"budget": job.budget})
+        except Exception as error:  # noqa: BLE001 - any env fault is the env's: the fault policy
+            self._env_raised(error, "reset")
         self.plan_length, self.game = plan_length_of(self.info), game_of(self.info)
         self.actions: list[str] = []
         self.per_turn: dict[str, list[Any]] = {name: [] for name in TURN_FACTS}
@@ -109,16 +139,29 @@ class _EpisodeInFlight:
         self.prompt_tokens: int | None = None
         self.completion_tokens: int | None = None
         self.won_turn: int | None = None
-        self.done = False
+        self.done = self.raised
         self.transcript: list[dict[str, Any]] | None = [] if transcripts else None
 
+    def _env_raised(self, error: Exception, where: str) -> None:
+        """The env raised at ``where``: end this attempt (or, unguarded, the run)."""
+        if not self.guarded:
+            raise error
+        self.raised, self.done = True, True
+        self.env_failures += 1
+        self.error = f"{where}: {type(error).__name__}: {printable_line(error, limit=200)}"
+
     def step(self, reply: PolicyReply) -> None:
-        """Play the policy's reply and note what happened."""
+        """Play the policy's reply and note what happened (an env that raises ends the attempt, the turn unplayed)."""
         action, before, info_before = reply.action, self.obs, self.info
         self.actions.append(action)
         self.prompt_tokens = _add(self.prompt_tokens, reply.prompt_tokens)
         self.completion_tokens = _add(self.completion_tokens, reply.completion_tokens)
-        self.obs, reward, terminated, truncated, self.info = self.env.step(action)
+        try:
+            self.obs, reward, terminated, truncated, self.info = self.env.step(action)
+        except Exception as error:  # noqa: BLE001 - any env fault is the env's: the fault policy
+            self.actions.pop()  # not a played turn
+            self._env_raised(error, f"step {len(self.actions) + 1}")
+            return
         facts = turn_facts(action, info_before, self.info)
         for name in TURN_FACTS:
             self.per_turn[name].append(facts[name])
@@ -139,7 +182,8 @@ class _EpisodeInFlight:
             plan_length=self.plan_length, actions=self.actions, **self.per_turn, prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens, seconds=time.perf_counter() - self.start,
             transcript=self.transcript, final_observation=None if self.transcript is None else self.obs,
-            lost_turn=self.lost_turn, game=self.game,
+            lost_turn=self.lost_turn, game=self.game, env_failures=self.env_failures,
+            failed=self.raised, error=self.error if self.raised else "",
         )
 
 
@@ -257,25 +301,45 @@ class EpisodeRunner:
         """
         free = list(self.envs)
         records: list[EpisodeRecord | None] = [None] * len(jobs)
+        replay: list[tuple[int, int]] = []  # (job index, env failures so far): episodes whose env raised once
+        guarded = self.spec.env_errors == "replay"
 
-        def start(index: int, job: EpisodeJob) -> _EpisodeInFlight:  # an env is taken when the episode starts
-            return _EpisodeInFlight(index, job, free.pop() if free else self._new_env(), self.policy, self.spec.seed,
-                                    self.spec.transcripts)
+        def start(index: int, job: EpisodeJob, env_failures: int = 0) -> _EpisodeInFlight:
+            # an env is taken when the episode starts; a replay takes a fresh one
+            env = free.pop() if free and not env_failures else self._new_env()
+            return _EpisodeInFlight(index, job, env, self.policy, self.spec.seed, self.spec.transcripts, guarded,
+                                    env_failures)
 
         def end(episode: _EpisodeInFlight) -> None:
+            if episode.raised:
+                self._discard(episode.env)
+                if episode.env_failures < 2:  # the fault policy: played once more from the start
+                    replay.append((episode.index, episode.env_failures))
+                    return
+            else:
+                free.append(episode.env)
             record = records[episode.index] = episode.record()
-            free.append(episode.env)
             if on_record is not None:
                 on_record(record)
 
         play_episodes(self.policy, [partial(start, index, job) for index, job in enumerate(jobs)],
                       self.spec.concurrency, end, stop)
+        if replay:
+            again = [partial(start, index, jobs[index], failures) for index, failures in replay]
+            replay.clear()
+            play_episodes(self.policy, again, self.spec.concurrency, end, stop)
         return records  # type: ignore[return-value]  (every slot is filled)
 
     def _new_env(self) -> gym.Env:
         env = self.spec.make_env()
         self.envs.append(env)
         return env
+
+    def _discard(self, env: gym.Env) -> None:
+        """Close an env that raised and stop using it (its state is unknown)."""
+        if env in self.envs:
+            self.envs.remove(env)
+        close_quietly(env)
 
     def close(self) -> None:
         for env in self.envs:

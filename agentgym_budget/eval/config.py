@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from agentgym_budget.episodes.runner import ENV_ERRORS
 from agentgym_budget.eval.metrics import DEFAULT_EARLY_TURNS, DEFAULT_PLAN_EDGES
 from agentgym_budget.flags import flag, int_list, key_value, no_flag, parse_int
 from agentgym_budget.policies.base import Policy
@@ -101,6 +102,9 @@ class EvalConfig:
     """keep the episodes already in --out/episodes.jsonl (same settings) and run only the missing"""
     overwrite: bool = field(default=False, metadata=flag(action="store_true"))
     """replace an evaluation already in --out (without it or --resume, such an --out is refused)"""
+    env_errors: str = field(default="replay", metadata=flag(choices=list(ENV_ERRORS)))
+    """an env that raises: replay its episode once in a fresh env, else record it failed (counted as not won)
+    and go on; or raise: abort the run"""
     mode: str = field(default="auto", metadata=flag(choices=list(MODES)))
     """auto: one rollout at max T unless the budget is shown/read (then one per T)"""
     out: str | None = field(default=None, metadata=flag(type=str, default="results"))
@@ -187,6 +191,8 @@ class EvalConfig:
             raise ValueError(f"mode must be one of {MODES}, got {self.mode!r}")
         if self.backend not in BACKENDS:
             raise ValueError(f"backend must be 'local' or 'ray', got {self.backend!r}")
+        if self.env_errors not in ENV_ERRORS:
+            raise ValueError(f"env_errors must be one of {ENV_ERRORS}, got {self.env_errors!r}")
         if self.resume and self.overwrite:
             raise ValueError("--resume and --overwrite exclude each other: keep the saved episodes or replace them")
         if self.resume and self.out is None:
@@ -203,7 +209,7 @@ class EvalConfig:
             >>> EvalConfig.of(EvalConfig(), tsks=3)
             Traceback (most recent call last):
             ...
-            ValueError: unknown evaluation setting(s) ['tsks']; EvalConfig has: env_id, policy, policy_kwargs, env_kwargs, ks, ts, tasks, attempts, seed, workers, concurrency, backend, ray_address, resume, overwrite, mode, out, bootstrap, plots, progress, transcripts, probes, probe_horizon, ci_level, early_turns, plan_edges
+            ValueError: unknown evaluation setting(s) ['tsks']; EvalConfig has: env_id, policy, policy_kwargs, env_kwargs, ks, ts, tasks, attempts, seed, workers, concurrency, backend, ray_address, resume, overwrite, env_errors, mode, out, bootstrap, plots, progress, transcripts, probes, probe_horizon, ci_level, early_turns, plan_edges
         """
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(settings) - set(names))

@@ -263,7 +263,7 @@ def run_evaluation(plan: EvaluationPlan, *, executor: Executor | None = None,
     transcripts = wants_transcripts(plan.policy_obj, config.transcripts)
     log, saved = _open_log(plan, config.out, config.resume, config.overwrite, transcripts)
     start = time.perf_counter()
-    spec = _rollout_spec(plan, executor, config.concurrency, transcripts)
+    spec = _rollout_spec(plan, executor, config.concurrency, transcripts, config.env_errors)
     new = _run_missing(plan, spec, executor, log, saved, on_record)
     rollout_seconds = time.perf_counter() - start
     records = [saved[job] if job in saved else new[job] for job in plan.jobs]
@@ -283,11 +283,28 @@ def run_evaluation(plan: EvaluationPlan, *, executor: Executor | None = None,
                 "versions": versions()}
     timing = {"rollout_seconds": rollout_seconds, "metrics_seconds": metrics_seconds, "episodes": len(records),
               "steps": sum(r.turns for r in records), "resumed_episodes": len(saved),
-              "episodes_per_second": len(new) / rollout_seconds if rollout_seconds else 0.0}
+              "episodes_per_second": len(new) / rollout_seconds if rollout_seconds else 0.0,
+              **fault_counts(records)}
     result = _assemble_result(plan, records, successes, grid, metrics, recorded, timing, token_usage(records))
     if config.probes:
         _measure_probes(plan, result)
     return result
+
+
+def fault_counts(records: list[EpisodeRecord]) -> dict[str, int]:
+    """``failed_episodes`` (the env raised in the replay too) and ``env_failures`` (every raise), when any.
+
+    Example:
+        >>> from agentgym_budget.episodes.records import EpisodeRecord
+        >>> ok = EpisodeRecord(0, 0, 4, None, 0, -1, [], [], [], [], [])
+        >>> fault_counts([ok]), fault_counts([ok, EpisodeRecord(1, 0, 4, None, 0, -1, [], [], [], [], [],
+        ...                                                      env_failures=2, failed=True, error="reset: OSError")])
+        ({}, {'failed_episodes': 1, 'env_failures': 2})
+    """
+    failures = sum(r.env_failures for r in records)
+    if not failures:
+        return {}  # a run without faults writes what it always did
+    return {"failed_episodes": sum(r.failed for r in records), "env_failures": failures}
 
 
 def _measure_probes(plan: EvaluationPlan, result: PassKTResult) -> None:
@@ -323,13 +340,13 @@ def versions() -> dict[str, str]:
 
 
 def _rollout_spec(plan: EvaluationPlan, executor: Executor, concurrency: int = 1,
-                  transcripts: bool = False) -> RolloutSpec:
+                  transcripts: bool = False, env_errors: str = "replay") -> RolloutSpec:
     # A serial run reuses the policy built by the plan; other executors rebuild a named policy per worker.
     reuse = isinstance(executor, SerialExecutor) or not isinstance(plan.policy, str)
     return RolloutSpec(
         env_id=plan.env_id, policy=plan.policy_obj if reuse else plan.policy, seed=plan.seed,
         max_budget=max(plan.ts), env_kwargs=plan.env_kwargs, policy_kwargs={} if reuse else plan.policy_kwargs,
-        concurrency=concurrency, transcripts=transcripts,
+        concurrency=concurrency, transcripts=transcripts, env_errors=env_errors,
     )
 
 
