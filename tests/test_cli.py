@@ -199,3 +199,13 @@ def test_probe_shares_evals_flags_for_the_settings_they_share(tmp_path, capsys):
     code, err = _run_cli(["probe", "--env", "KeyDoor-Budget-v0", "--policy-arg", "q=1",
                           "--probes", "2", "--out", str(tmp_path)], capsys)
     assert code == 2 and "'q'" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("command", ["eval", "train", "sft"])
+def test_every_command_takes_both_spellings_of_the_env_flag(command):
+    from agentgym_budget.cli import _parser
+
+    parser = _parser()
+    for spelling in ("--env", "--env-id"):
+        args = parser.parse_args([command, spelling, "KeyDoor-Budget-v0"])
+        assert args.env_id == "KeyDoor-Budget-v0", (command, spelling)

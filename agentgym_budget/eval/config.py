@@ -69,7 +69,7 @@ def _pairs_flag(name: str) -> dict[str, Any]:
 
 @dataclass
 class EvalConfig:
-    env_id: str = field(default=DEFAULT_ENV, metadata=flag("--env"))
+    env_id: str = field(default=DEFAULT_ENV, metadata=flag("--env", "--env-id"))
     """registered env id (default ALFWorld-Budget-v0)"""
     policy: str | Policy = "noisy-expert"
     """policy name: random, expert, noisy-expert, hf (local model), openai (served model)"""

@@ -27,7 +27,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_budget.flags import add_arguments, from_arguments
+from agentgym_budget.flags import add_arguments, flag, from_arguments
 from agentgym_budget.flags import flag_table as table_of_flags
 from agentgym_budget.wrappers.budget_spec import parse_budget_spec
 
@@ -46,7 +46,7 @@ _MODEL_DEFAULTS: dict[str, tuple[Any, Any]] = {
 @dataclass
 class TrainConfig:
     # -- experiment -----------------------------------------------------------------------
-    env_id: str = "KeyDoor-v0"
+    env_id: str = field(default="KeyDoor-v0", metadata=flag("--env-id", "--env"))
     """any registered text env id (``X-v0`` or ``X-Budget-v0``); it is run under ``TurnBudget``"""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """extra ``gym.make`` kwargs for the env (e.g. ``{"engine": "fast"}``)"""
@@ -300,7 +300,7 @@ class SFTConfig:
         ValueError: source must be one of ('expert', 'random'), got 'teacher'
     """
 
-    env_id: str = "KeyDoor-v0"
+    env_id: str = field(default="KeyDoor-v0", metadata=flag("--env-id", "--env"))
     """any registered text env id; the demonstrations are played on its training split"""
     env_kwargs: dict[str, Any] = field(default_factory=dict)
     """extra ``gym.make`` kwargs; ``split`` defaults to ``train`` where the family has a held-out split, and
