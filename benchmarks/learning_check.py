@@ -32,26 +32,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from agentgym_budget.eval.stats import wilson_interval  # noqa: E402
 from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
 from provenance import provenance  # noqa: E402  (benchmarks/provenance.py)
 from agentgym_budget.train.learning_check import (HELD_OUT_PASS_TO_LEARN, LAST_UPDATES,  # noqa: E402
                                                   TRAIN_SUCCESS_TO_LEARN, held_out_env_kwargs, parse_overrides,
                                                   run_seed)
-
-
-def wilson_interval(successes: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """The 95 % Wilson score interval of a rate ``successes / n`` (sound at 0 or n of n, unlike the normal one).
-
-    Example:
-        >>> [round(x, 3) for x in wilson_interval(16, 20)]
-        [0.584, 0.919]
-    """
-    if n == 0:
-        return 0.0, 1.0
-    rate = successes / n
-    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * ((rate * (1 - rate) / n + z * z / (4 * n * n)) ** 0.5) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float], list[float], list[float]]:

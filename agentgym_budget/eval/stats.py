@@ -10,7 +10,8 @@ resamples tasks (with replacement) and recomputes the ratio:
 * :func:`paired_bootstrap` — the CI of ``B - A`` for two results on the *same* tasks: each
   resample draws one set of task indices and applies it to both (a paired, cluster
   bootstrap), so task difficulty cancels out.  A vs A is exactly ``0`` with a ``[0, 0]`` CI;
-* :func:`t_interval` — the CI of a mean over a few runs (training seeds), Student-t.
+* :func:`t_interval` — the CI of a mean over a few runs (training seeds), Student-t;
+* :func:`wilson_interval` — the CI of a rate over runs (seeds that learned out of seeds run).
 
 A metric defined on fewer than two tasks has no CI (``None``): one task shows no spread.
 
@@ -31,7 +32,8 @@ from statistics import NormalDist
 
 import numpy as np
 
-__all__ = ["PairedDifference", "paired_bootstrap", "ratio", "ratio_bootstrap", "t_interval", "t_quantile"]
+__all__ = ["PairedDifference", "paired_bootstrap", "ratio", "ratio_bootstrap", "t_interval", "t_quantile",
+           "wilson_interval"]
 
 
 def ratio(num: np.ndarray, den: np.ndarray) -> float | None:
@@ -149,3 +151,21 @@ def t_interval(values: np.ndarray, level: float = 0.95) -> tuple[float | None, f
         return None, None
     half = t_quantile(0.5 + level / 2, len(values) - 1) * values.std(ddof=1) / math.sqrt(len(values))
     return float(values.mean() - half), float(values.mean() + half)
+
+
+def wilson_interval(successes: int, n: int, level: float = 0.95) -> tuple[float, float]:
+    """The Wilson score CI of a rate ``successes / n`` (sound at 0 or n of n, where the normal one is not).
+
+    Example:
+        >>> [round(x, 3) for x in wilson_interval(16, 20)]
+        [0.584, 0.919]
+        >>> wilson_interval(0, 0)
+        (0.0, 1.0)
+    """
+    if n == 0:
+        return 0.0, 1.0
+    z = NormalDist().inv_cdf(0.5 + level / 2)
+    rate = successes / n
+    centre = (rate + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(rate * (1 - rate) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
