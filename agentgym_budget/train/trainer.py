@@ -6,10 +6,11 @@ One *update* (``config.total_updates`` of them) is::
     seeds   = each task repeated group_size times                       # B*G episodes
     episodes = collect_episodes(model, envs, seeds)                     # multi-turn, batched generation
     R       = won                                                       # [B*G] outcome returns
-    A       = group_advantages(R, failed)                               # [B*G], GRPO or RLOO
+    A       = group_advantages(R, failed)                               # [B*G], GRPO or RLOO (GRPO's for GiGPO)
               # a failed episode (env raised twice): A = 0, outside its group's baseline (train/rollout.py)
     G[i,t]  = process return-to-go of turn t (0 without process reward) # per turn (train/grpo.py)
-    samples = every turn of every episode, its tokens carry A[i] + c*G[i,t]   # S turns, N action tokens
+    S[i,t]  = GiGPO step advantage of turn t (0 unless advantage=gigpo) # per turn, anchor states (train/gigpo.py)
+    samples = every turn of every episode, its tokens carry A[i] + c*G[i,t] + omega*S[i,t]   # S turns, N tokens
     for epoch in range(update_epochs):
         for minibatch in per_shard_split(shuffle(samples), minibatches):   # minibatch m = every shard's part m
             for micro in split(minibatch, micro_batch_size):           # gradient accumulation
@@ -53,6 +54,7 @@ import torch
 from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.seeds import shard_shuffle_seed
 from agentgym_budget.train.config import TrainConfig
+from agentgym_budget.train.gigpo import step_advantages
 from agentgym_budget.train.grpo import (action_logprobs, collate, group_advantages,
                                         process_returns_to_go, token_weight, turn_samples)
 from agentgym_budget.train.kernels import policy_loss
@@ -252,15 +254,19 @@ class Trainer:
 
         returns = torch.tensor([float(e.won) for e in episodes])  # [this rank's episodes] outcome returns
         failed = [e.failed for e in episodes]  # no return: zero advantage, outside its group's baseline
-        advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std,
-                                      failed=failed)
-        # per-turn advantages: outcome advantage + coef * process return-to-go (see train/grpo.py), per shard
+        gigpo = config.advantage == "gigpo"  # the episode level is GRPO's; the step level is added per turn
+        advantages = group_advantages(returns, config.group_size, "grpo" if gigpo else config.advantage,
+                                      config.scale_by_std, failed=failed)
+        # GiGPO: each turn against the turns of its group that acted on the same state (train/gigpo.py)
+        steps = step_advantages(episodes, config.group_size, config.gigpo_gamma, config.scale_by_std) if gigpo else None
+        # per-turn advantages: outcome advantage + coef * process return-to-go (+ omega * A^S), per shard
         coef = config.process_reward_coef if config.process_reward else 0.0
         samples_by_shard, offset = [], 0
         for shard, _ in mine:
             n = len(shard)
-            samples_by_shard.append(turn_samples(episodes[offset:offset + n], advantages[offset:offset + n], coef,
-                                                 config.process_gamma))
+            samples_by_shard.append(turn_samples(
+                episodes[offset:offset + n], advantages[offset:offset + n], coef, config.process_gamma,
+                steps[offset:offset + n] if steps is not None else None, config.gigpo_omega if gigpo else 0.0))
             offset += n
         zero_groups = (advantages.view(-1, config.group_size).abs().sum(1) == 0).tolist()
         # failed episodes (no turns, no return) are left out of the episode metrics; their faults are counted
