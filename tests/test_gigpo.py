@@ -143,3 +143,17 @@ def test_the_trainer_runs_an_update_with_gigpo_on_keydoor(tmp_path, monkeypatch)
         assert len({(e.task, e.budget) for e in group}) == 1
         assert len({e.turns[0].state_key for e in group}) == 1
         assert all("Turns left" not in turn.state_key for e in group for turn in e.turns)
+
+
+@pytest.mark.parametrize("env_id", ["KeyDoor-v0", "KeyDoorRooms-v0"])
+def test_keydoor_envs_key_the_state_where_the_text_cannot(env_id):
+    env = gym.make(env_id)
+    obs, info = env.reset(seed=0)
+    start = state_key(obs, info)
+    obs, *_, info = env.step("dance")  # "Nothing happens.": the same state as at the start
+    assert (obs, state_key(obs, info)) == ("Nothing happens.", start)
+    plan = info["expert_plan"]
+    for action in plan[:plan.index("take key") + 1]:
+        env.step(action)
+    obs, *_, info = env.step("dance")  # the same text, another state: the key is held now
+    assert obs == "Nothing happens." and state_key(obs, info) not in (start, "over")
