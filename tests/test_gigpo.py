@@ -157,3 +157,21 @@ def test_keydoor_envs_key_the_state_where_the_text_cannot(env_id):
         env.step(action)
     obs, *_, info = env.step("dance")  # the same text, another state: the key is held now
     assert obs == "Nothing happens." and state_key(obs, info) not in (start, "over")
+
+
+def test_alfworld_fast_engine_keys_location_inventory_and_receptacle_states():
+    env = gym.make("ALFWorld-v0", engine="fast")
+    obs, info = env.reset(seed=0)
+    start = info["state_key"]
+    assert start.startswith("at ") and "holding nothing" in start
+    for look_only in ("dance wildly", "look", "inventory"):  # nothing changes: the same anchor state
+        assert env.step(look_only)[4]["state_key"] == start
+    keys = {start}
+    for _ in range(12):  # the expert's plan changes location, inventory and receptacles
+        obs, _, terminated, _, info = env.step(info["expert_action"])
+        keys.add(info["state_key"])
+        if terminated:
+            break
+    assert len(keys) > 3 and any("holding nothing" not in key for key in keys)
+    env.reset(seed=0)
+    assert env.unwrapped._last_info["state_key"] == start  # the same state, the same key
