@@ -135,6 +135,7 @@ def test_the_trainer_runs_an_update_with_gigpo_on_keydoor(tmp_path, monkeypatch)
     (metrics,) = trainer.train()
 
     assert math.isfinite(metrics["loss"]) and metrics["optimizer_steps"] == 1
+    assert 0 < metrics["shared_state_turns"] <= 1  # at least every group's first turns share a state
     assert any(not torch.equal(v, before[k]) for k, v in trainer.model.state_dict().items())
     ((episodes, group_size, gamma, scale_by_std),) = calls
     assert (len(episodes), group_size, gamma, scale_by_std) == (6, 3, 0.9, True)

@@ -53,7 +53,7 @@ from agentgym_budget.policies.prompting import split_budget
 if TYPE_CHECKING:
     from agentgym_budget.train.rollout import Episode
 
-__all__ = ["discounted_returns", "state_key", "step_advantages"]
+__all__ = ["discounted_returns", "state_key", "step_advantages", "step_group_sizes"]
 
 
 def state_key(observation: str, info: Mapping[str, Any]) -> str:
@@ -96,11 +96,41 @@ def step_advantages(
     (``Turn.state_key``): ``R - mean``, over ``std + eps`` (unbiased std) with ``scale_by_std``.
     A state visited once in the group gives 0.  A failed episode has no turns and joins no step group.
     """
+    advantages = [[0.0] * len(episode.turns) for episode in episodes]
+    for steps in _step_groups(episodes, group_size, gamma):
+        if len(steps) < 2:  # a singleton step group: no other action from this state to compare with
+            continue
+        returns = torch.tensor([ret for _, _, ret in steps], dtype=torch.float64)
+        centred = returns - returns.mean()
+        scaled = centred / (returns.std() + eps) if scale_by_std else centred
+        for (i, t, _), value in zip(steps, scaled.tolist()):
+            advantages[i][t] = value
+    return advantages
+
+
+def step_group_sizes(episodes: Sequence[Episode], group_size: int) -> list[list[int]]:
+    """The size of each turn's step group (``[episode][turn]``): 1 for a state no other turn of its group acted on.
+
+    Example:
+        >>> from agentgym_budget.train.rollout import Episode, Turn
+        >>> group = [Episode(0, "t", 3, [Turn([], [1], "a", state_key=k) for k in keys]) for keys in (["s", "s"], ["s", "u"])]
+        >>> step_group_sizes(group, group_size=2)
+        [[3, 3], [3, 1]]
+    """
+    sizes = [[1] * len(episode.turns) for episode in episodes]
+    for steps in _step_groups(episodes, group_size, gamma=1.0):
+        for i, t, _ in steps:
+            sizes[i][t] = len(steps)
+    return sizes
+
+
+def _step_groups(episodes: Sequence[Episode], group_size: int, gamma: float) -> list[list[tuple[int, int, float]]]:
+    """Every step group of every GRPO group: its turns as ``(episode, turn, discounted return)``."""
     if len(episodes) % group_size:
         raise ValueError(f"episodes must be [groups * {group_size}], got {len(episodes)}")
-    advantages = [[0.0] * len(episode.turns) for episode in episodes]
+    groups = []
     for start in range(0, len(episodes), group_size):
-        anchors: dict[str, list[tuple[int, int, float]]] = {}  # state -> its steps (episode, turn, return)
+        anchors: dict[str, list[tuple[int, int, float]]] = {}  # state -> its steps
         for i in range(start, start + group_size):
             turns = episodes[i].turns
             rewards = [0.0] * len(turns)
@@ -108,12 +138,5 @@ def step_advantages(
                 rewards[-1] = float(episodes[i].won)
             for t, (turn, ret) in enumerate(zip(turns, discounted_returns(rewards, gamma))):
                 anchors.setdefault(turn.state_key, []).append((i, t, ret))
-        for steps in anchors.values():
-            if len(steps) < 2:  # a singleton step group: no other action from this state to compare with
-                continue
-            returns = torch.tensor([ret for _, _, ret in steps], dtype=torch.float64)
-            centred = returns - returns.mean()
-            scaled = centred / (returns.std() + eps) if scale_by_std else centred
-            for (i, t, _), value in zip(steps, scaled.tolist()):
-                advantages[i][t] = value
-    return advantages
+        groups += anchors.values()
+    return groups

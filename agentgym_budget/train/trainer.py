@@ -54,7 +54,7 @@ import torch
 from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.seeds import shard_shuffle_seed
 from agentgym_budget.train.config import TrainConfig
-from agentgym_budget.train.gigpo import step_advantages
+from agentgym_budget.train.gigpo import step_advantages, step_group_sizes
 from agentgym_budget.train.grpo import (action_logprobs, collate, group_advantages,
                                         process_returns_to_go, token_weight, turn_samples)
 from agentgym_budget.train.kernels import policy_loss
@@ -84,14 +84,15 @@ class _EpisodeFacts(NamedTuple):
     invalid_actions: int
     process_return: float  # the sum of its turns' process rewards
     credited_return: float  # what the learner credits its first turn: won + coef * G_0 (train/grpo.py)
+    shared_turns: int  # GiGPO: turns whose state another turn of the group also acted on (train/gigpo.py)
 
     @classmethod
-    def of(cls, episode: Any, config: TrainConfig) -> _EpisodeFacts:
+    def of(cls, episode: Any, config: TrainConfig, shared_turns: int = 0) -> _EpisodeFacts:
         rewards = [turn.process_reward for turn in episode.turns]
         coef = config.process_reward_coef if config.process_reward else 0.0
         to_go = process_returns_to_go(rewards, episode.lost, config.process_gamma)
         return cls(episode.won, episode.budget, len(episode.turns), episode.invalid_actions, sum(rewards),
-                   float(episode.won) + coef * (to_go[0] if to_go else 0.0))
+                   float(episode.won) + coef * (to_go[0] if to_go else 0.0), shared_turns)
 
 
 class _ActionLogprobs(torch.nn.Module):
@@ -270,7 +271,9 @@ class Trainer:
             offset += n
         zero_groups = (advantages.view(-1, config.group_size).abs().sum(1) == 0).tolist()
         # failed episodes (no turns, no return) are left out of the episode metrics; their faults are counted
-        facts = [_EpisodeFacts.of(e, config) for e in episodes if not e.failed]
+        shared = ([sum(size > 1 for size in sizes) for sizes in step_group_sizes(episodes, config.group_size)]
+                  if gigpo else [0] * len(episodes))
+        facts = [_EpisodeFacts.of(e, config, n) for e, n in zip(episodes, shared) if not e.failed]
         faults = (sum(e.env_failures for e in episodes), sum(failed))
         everything = all_gather_objects(group, (facts, zero_groups, faults))  # every rank's, for the logged metrics
         facts = [f for rank_facts, _, _ in everything for f in rank_facts]
@@ -299,6 +302,9 @@ class Trainer:
             "invalid_action_rate": sum(f.invalid_actions for f in facts) / max(sum(turns), 1),
             "zero_advantage_groups": float(np.mean(zero_groups)),
             "process_return_mean": float(np.mean([f.process_return for f in facts])),
+            # GiGPO: the share of turns in a step group of two or more (the others get A^S = 0)
+            **({"shared_state_turns": sum(f.shared_turns for f in facts) / max(sum(turns), 1)}
+               if config.advantage == "gigpo" else {}),
             "env_failures": env_failures,  # env raises this update (retries included), see train/rollout.py
             "dropped_episodes": dropped_episodes,  # episodes whose env failed twice: no return, zero advantage
             **update_stats,
