@@ -265,4 +265,4 @@ def test_the_logged_return_is_the_credited_one_not_the_success_again() -> None:
     with_process = TrainConfig(process_reward="expert_progress", process_reward_coef=0.5)
     assert _EpisodeFacts.of(won, with_process).credited_return == 1.0 + 0.5 * 2.0  # outcome + coef * G_0
     assert _EpisodeFacts.of(lost, with_process).credited_return == 0.0  # a loss keeps no net progress
-    assert _EpisodeFacts.of(won, TrainConfig()) == (True, 4, 3, 0, 2.0, 1.0)  # no process reward: the win
+    assert _EpisodeFacts.of(won, TrainConfig()) == (True, 4, 3, 0, 2.0, 1.0, 0)  # no process reward: the win

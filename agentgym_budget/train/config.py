@@ -13,7 +13,11 @@ Example:
     >>> TrainConfig(advantage="ppo")
     Traceback (most recent call last):
     ...
-    ValueError: advantage must be one of ('grpo', 'rloo'), got 'ppo'
+    ValueError: advantage must be one of ('grpo', 'rloo', 'gigpo'), got 'ppo'
+    >>> TrainConfig(advantage="gigpo", gigpo_gamma=0.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: gigpo_gamma must be in (0, 1], got 0.0
     >>> TrainConfig(action_matching="fuzzy")
     Traceback (most recent call last):
     ...
@@ -110,9 +114,14 @@ class TrainConfig:
 
     # -- credit ---------------------------------------------------------------------------
     advantage: str = "grpo"
-    """``grpo``: (R - mean_group) / (std_group + eps); ``rloo``: R - mean of the other G-1 returns"""
+    """``grpo``: (R - mean_group) / (std_group + eps); ``rloo``: R - mean of the other G-1 returns; ``gigpo``:
+    GRPO's plus ``gigpo_omega`` times a step-level advantage within anchor-state groups (train/gigpo.py)"""
     scale_by_std: bool = True
-    """GRPO only: divide by the group's std (``False``: Dr. GRPO's mean-centring only)"""
+    """GRPO and GiGPO (both levels): divide by the group's std (``False``: Dr. GRPO's mean-centring only)"""
+    gigpo_omega: float = 1.0
+    """``gigpo`` only: weight omega of the step-level advantage in ``A = A_episode + omega * A_step``"""
+    gigpo_gamma: float = 0.95
+    """``gigpo`` only: discount of the step returns ``R_t = gamma^(turns after t) * won`` compared within a state"""
     process_reward: str | None = None
     """a ``ProcessReward`` signal (``expert_progress``, ``subgoal``, ``invalid_penalty``) credited per turn"""
     process_reward_coef: float = 0.1
@@ -221,7 +230,7 @@ class TrainConfig:
         for name, (for_tiny, otherwise) in _MODEL_DEFAULTS.items():
             if getattr(self, name) is None:
                 setattr(self, name, for_tiny if tiny else otherwise)
-        _one_of("advantage", self.advantage, ("grpo", "rloo"))
+        _one_of("advantage", self.advantage, ("grpo", "rloo", "gigpo"))
         _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean", "episode-mean"))
         _one_of("bf16", self.bf16, ("auto", "on", "off"))
         _one_of("compile", self.compile, ("auto", "on", "off"))
@@ -249,8 +258,11 @@ class TrainConfig:
             raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
         if not (0 <= self.epsilon_low < 1 and self.epsilon_high >= 0):
             raise ValueError(f"need 0 <= epsilon_low < 1 and epsilon_high >= 0, got {self.epsilon_low}, {self.epsilon_high}")
-        if not 0 < self.process_gamma <= 1:
-            raise ValueError(f"process_gamma must be in (0, 1], got {self.process_gamma}")
+        for name in ("process_gamma", "gigpo_gamma"):
+            if not 0 < getattr(self, name) <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {getattr(self, name)}")
+        if not 0 <= self.gigpo_omega < float("inf"):
+            raise ValueError(f"gigpo_omega must be a finite number >= 0, got {self.gigpo_omega}")
         if self.max_turns_shown is not None and self.max_turns_shown < 1:
             raise ValueError(f"max_turns_shown must be >= 1 or None, got {self.max_turns_shown}")
         if self.history not in ("actions", "append"):

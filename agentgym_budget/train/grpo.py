@@ -9,7 +9,8 @@
   (masked out of the loss) followed by its sampled action tokens (in the loss), carrying
   its **per-turn advantage** ``A_i,t = Â_i + c * G_i,t``: the group-normalised *outcome*
   advantage of its episode plus ``c`` (``process_reward_coef``) times the process
-  return-to-go of the turn.
+  return-to-go of the turn (plus, with ``advantage="gigpo"``, ``omega`` times the turn's
+  step-level advantage from :mod:`~agentgym_budget.train.gigpo`).
 
 Per-turn credit follows the process-supervision form of GRPO (Shao et al., 2024,
 *DeepSeekMath*, §4.1.3: a token's advantage is the sum of the step rewards that follow it),
@@ -123,7 +124,7 @@ class TurnSample:
 
     input_ids: list[int]  # prompt + action
     prompt_length: int  # loss positions are input_ids[prompt_length:]
-    advantage: float  # the turn's advantage: episode outcome advantage + coef * process return-to-go
+    advantage: float  # the turn's advantage: episode outcome advantage + coef * process return-to-go (+ omega * A^S)
     episode_tokens: int = 0  # action tokens of the whole episode (for loss_aggregation="episode-mean")
 
     @property
@@ -132,17 +133,23 @@ class TurnSample:
 
 
 def turn_samples(
-    episodes: Sequence[Episode], advantages: torch.Tensor, process_coef: float = 0.0, gamma: float = 1.0
+    episodes: Sequence[Episode], advantages: torch.Tensor, process_coef: float = 0.0, gamma: float = 1.0,
+    step_advantages: Sequence[Sequence[float]] | None = None, step_coef: float = 0.0,
 ) -> list[TurnSample]:
-    """Every turn of every episode with its per-turn advantage ``A_i + process_coef * G_i,t``."""
+    """Every turn of every episode with its per-turn advantage ``A_i + process_coef * G_i,t + step_coef * A^S_i,t``.
+
+    ``step_advantages`` (``[episode][turn]``, optional) are GiGPO's step-level advantages
+    (:func:`~agentgym_budget.train.gigpo.step_advantages`), weighted by ``step_coef`` (omega).
+    """
     samples = []
-    for episode, advantage in zip(episodes, advantages.tolist()):
+    for index, (episode, advantage) in enumerate(zip(episodes, advantages.tolist())):
         to_go = process_returns_to_go([turn.process_reward for turn in episode.turns], episode.lost, gamma)
+        steps = step_advantages[index] if step_advantages is not None else [0.0] * len(episode.turns)
         episode_tokens = sum(len(turn.action_ids) for turn in episode.turns)
         samples += [
-            TurnSample(turn.prompt_ids + turn.action_ids, len(turn.prompt_ids), advantage + process_coef * g,
-                       episode_tokens)
-            for turn, g in zip(episode.turns, to_go)
+            TurnSample(turn.prompt_ids + turn.action_ids, len(turn.prompt_ids),
+                       advantage + process_coef * g + step_coef * a, episode_tokens)
+            for turn, g, a in zip(episode.turns, to_go, steps)
             if turn.action_ids  # an empty reply has no token to credit
         ]
     return samples

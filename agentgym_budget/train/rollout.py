@@ -61,6 +61,7 @@ from agentgym_budget.policies.llm import LLMPolicy
 from agentgym_budget.seeds import episode_sampling_seed
 from agentgym_budget.text import admissibility, is_invalid, printable_line
 from agentgym_budget.train.config import TrainConfig
+from agentgym_budget.train.gigpo import state_key
 from agentgym_budget.wrappers import ProcessReward
 
 __all__ = ["Episode", "Turn", "collect_episodes", "make_train_env", "policy_options", "training_policy"]
@@ -74,6 +75,7 @@ class Turn:
     action_ids: list[int]
     action: str  # the parsed command sent to the env
     process_reward: float = 0.0  # this turn's info["process_reward"] (0 without a ProcessReward wrapper)
+    state_key: str = ""  # the state the turn acted on (train/gigpo.py's state_key: the anchor of GiGPO's step groups)
 
 
 @dataclass
@@ -207,6 +209,7 @@ class _Recorder:
     def step(self, reply: PolicyReply) -> None:
         episode, completion = self.episode, reply.completion
         admissible = admissibility(reply.action, self.info.get("admissible_commands"))
+        anchor = state_key(self.obs, self.info)  # the state this turn acts on, before the step
         try:
             self.obs, _, terminated, truncated, self.info = self.env.step(reply.action)
         except Exception as error:  # noqa: BLE001 - any env fault is the env's, see the fault policy
@@ -216,7 +219,7 @@ class _Recorder:
         # the evaluator's definition: the env's verdict, the list only where the env gives none
         episode.invalid_actions += is_invalid(admissible, str(self.info.get("action_effect", "")))
         episode.turns.append(Turn(completion.prompt_ids, completion.completion_ids, reply.action,
-                                  float(self.info.get("process_reward", 0.0))))
+                                  float(self.info.get("process_reward", 0.0)), anchor))
         episode.won = episode.won or bool(self.info.get("won", False))
         episode.terminated = bool(terminated)
         self.done = episode_over(terminated, truncated)

@@ -6,10 +6,11 @@ One *update* (``config.total_updates`` of them) is::
     seeds   = each task repeated group_size times                       # B*G episodes
     episodes = collect_episodes(model, envs, seeds)                     # multi-turn, batched generation
     R       = won                                                       # [B*G] outcome returns
-    A       = group_advantages(R, failed)                               # [B*G], GRPO or RLOO
+    A       = group_advantages(R, failed)                               # [B*G], GRPO or RLOO (GRPO's for GiGPO)
               # a failed episode (env raised twice): A = 0, outside its group's baseline (train/rollout.py)
     G[i,t]  = process return-to-go of turn t (0 without process reward) # per turn (train/grpo.py)
-    samples = every turn of every episode, its tokens carry A[i] + c*G[i,t]   # S turns, N action tokens
+    S[i,t]  = GiGPO step advantage of turn t (0 unless advantage=gigpo) # per turn, anchor states (train/gigpo.py)
+    samples = every turn of every episode, its tokens carry A[i] + c*G[i,t] + omega*S[i,t]   # S turns, N tokens
     for epoch in range(update_epochs):
         for minibatch in per_shard_split(shuffle(samples), minibatches):   # minibatch m = every shard's part m
             for micro in split(minibatch, micro_batch_size):           # gradient accumulation
@@ -53,6 +54,7 @@ import torch
 from agentgym_budget.envs.registration import budget_env_id
 from agentgym_budget.seeds import shard_shuffle_seed
 from agentgym_budget.train.config import TrainConfig
+from agentgym_budget.train.gigpo import step_advantages, step_group_sizes
 from agentgym_budget.train.grpo import (action_logprobs, collate, group_advantages,
                                         process_returns_to_go, token_weight, turn_samples)
 from agentgym_budget.train.kernels import policy_loss
@@ -82,14 +84,15 @@ class _EpisodeFacts(NamedTuple):
     invalid_actions: int
     process_return: float  # the sum of its turns' process rewards
     credited_return: float  # what the learner credits its first turn: won + coef * G_0 (train/grpo.py)
+    shared_turns: int  # GiGPO: turns whose state another turn of the group also acted on (train/gigpo.py)
 
     @classmethod
-    def of(cls, episode: Any, config: TrainConfig) -> _EpisodeFacts:
+    def of(cls, episode: Any, config: TrainConfig, shared_turns: int = 0) -> _EpisodeFacts:
         rewards = [turn.process_reward for turn in episode.turns]
         coef = config.process_reward_coef if config.process_reward else 0.0
         to_go = process_returns_to_go(rewards, episode.lost, config.process_gamma)
         return cls(episode.won, episode.budget, len(episode.turns), episode.invalid_actions, sum(rewards),
-                   float(episode.won) + coef * (to_go[0] if to_go else 0.0))
+                   float(episode.won) + coef * (to_go[0] if to_go else 0.0), shared_turns)
 
 
 class _ActionLogprobs(torch.nn.Module):
@@ -252,19 +255,25 @@ class Trainer:
 
         returns = torch.tensor([float(e.won) for e in episodes])  # [this rank's episodes] outcome returns
         failed = [e.failed for e in episodes]  # no return: zero advantage, outside its group's baseline
-        advantages = group_advantages(returns, config.group_size, config.advantage, config.scale_by_std,
-                                      failed=failed)
-        # per-turn advantages: outcome advantage + coef * process return-to-go (see train/grpo.py), per shard
+        gigpo = config.advantage == "gigpo"  # the episode level is GRPO's; the step level is added per turn
+        advantages = group_advantages(returns, config.group_size, "grpo" if gigpo else config.advantage,
+                                      config.scale_by_std, failed=failed)
+        # GiGPO: each turn against the turns of its group that acted on the same state (train/gigpo.py)
+        steps = step_advantages(episodes, config.group_size, config.gigpo_gamma, config.scale_by_std) if gigpo else None
+        # per-turn advantages: outcome advantage + coef * process return-to-go (+ omega * A^S), per shard
         coef = config.process_reward_coef if config.process_reward else 0.0
         samples_by_shard, offset = [], 0
         for shard, _ in mine:
             n = len(shard)
-            samples_by_shard.append(turn_samples(episodes[offset:offset + n], advantages[offset:offset + n], coef,
-                                                 config.process_gamma))
+            samples_by_shard.append(turn_samples(
+                episodes[offset:offset + n], advantages[offset:offset + n], coef, config.process_gamma,
+                steps[offset:offset + n] if steps is not None else None, config.gigpo_omega if gigpo else 0.0))
             offset += n
         zero_groups = (advantages.view(-1, config.group_size).abs().sum(1) == 0).tolist()
         # failed episodes (no turns, no return) are left out of the episode metrics; their faults are counted
-        facts = [_EpisodeFacts.of(e, config) for e in episodes if not e.failed]
+        shared = ([sum(size > 1 for size in sizes) for sizes in step_group_sizes(episodes, config.group_size)]
+                  if gigpo else [0] * len(episodes))
+        facts = [_EpisodeFacts.of(e, config, n) for e, n in zip(episodes, shared) if not e.failed]
         faults = (sum(e.env_failures for e in episodes), sum(failed))
         everything = all_gather_objects(group, (facts, zero_groups, faults))  # every rank's, for the logged metrics
         facts = [f for rank_facts, _, _ in everything for f in rank_facts]
@@ -293,6 +302,9 @@ class Trainer:
             "invalid_action_rate": sum(f.invalid_actions for f in facts) / max(sum(turns), 1),
             "zero_advantage_groups": float(np.mean(zero_groups)),
             "process_return_mean": float(np.mean([f.process_return for f in facts])),
+            # GiGPO: the share of turns in a step group of two or more (the others get A^S = 0)
+            **({"shared_state_turns": sum(f.shared_turns for f in facts) / max(sum(turns), 1)}
+               if config.advantage == "gigpo" else {}),
             "env_failures": env_failures,  # env raises this update (retries included), see train/rollout.py
             "dropped_episodes": dropped_episodes,  # episodes whose env failed twice: no return, zero advantage
             **update_stats,

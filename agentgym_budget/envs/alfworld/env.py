@@ -213,6 +213,8 @@ class ALFWorldEnv(TextEnv):
             "expert_plan": list(self._expert.plan),
             # The reference's whole remaining plan: known only when its rollout reached the win (or it is won).
             "expert_plan_length": 0 if step.won else len(reference.plan) if reference and reference.plan_wins else None,
+            # the engine state where the engine can name it (the fast engine): GiGPO's anchor states
+            **({"state_key": self.engine.state_key()} if hasattr(self.engine, "state_key") else {}),
         }
 
 

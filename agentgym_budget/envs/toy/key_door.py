@@ -31,11 +31,11 @@ Example:
     >>> import agentgym_budget
     >>> env = gym.make("KeyDoor-v0")
     >>> obs, info = env.reset(seed=0, options={"task": "red-blue"})
-    >>> info["task"], info["expert_plan"]
-    ('open the red door', ['take key', 'open red door'])
+    >>> info["task"], info["expert_plan"], info["state_key"]
+    ('open the red door', ['take key', 'open red door'], 'no key')
     >>> obs, reward, terminated, truncated, info = env.step("take key")
-    >>> obs
-    'You take the key.'
+    >>> obs, info["state_key"]
+    ('You take the key.', 'key held')
     >>> obs, reward, terminated, truncated, info = env.step("open red door")
     >>> reward, terminated, info["won"]
     (1.0, True, True)
@@ -165,4 +165,6 @@ class KeyDoorEnv(TextEnv):
             "expert_plan": plan,
             # None once the game is over without a win (no plan can win it any more)
             "expert_plan_length": 0 if won else None if self._done else len(plan),
+            # the state (the set-up aside): the text can't tell it, "Nothing happens." is said in both
+            "state_key": "over" if self._done else "key held" if self._has_key else "no key",
         }

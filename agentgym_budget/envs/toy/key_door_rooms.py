@@ -172,4 +172,6 @@ class KeyDoorRoomsEnv(TextEnv):
             "expert_plan": plan,
             # None once the game is over without a win (no plan can win it any more)
             "expert_plan_length": 0 if won else None if self._done else len(plan),
+            # the state (the set-up aside): "You take the key." or "Nothing happens." do not name the room
+            "state_key": "over" if self._done else f"room {self._room + 1}, key {'held' if self._has_key else 'not held'}",
         }

@@ -35,6 +35,7 @@ Example:
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 from collections.abc import Callable, Mapping
@@ -174,6 +175,16 @@ class FastAlfredEngine:
     @property
     def won(self) -> bool:
         return self._won
+
+    def state_key(self) -> str:
+        """The game state as one string: the agent's location and what it holds, then a digest of every
+        other fluent (receptacles opened, objects' places, clean/hot/cool/on/toggled/sliced, taken-from).
+        Equal states give equal keys (GiGPO's anchor states, ``info["state_key"]``)."""
+        fluents = (sorted(self._opened), sorted(self._in), sorted(self._clean), sorted(self._hot),
+                   sorted(self._cool), sorted(self._on), sorted(self._toggled), sorted(self._sliced),
+                   sorted(self._taken_from))
+        digest = hashlib.blake2b(repr(fluents).encode(), digest_size=8).hexdigest()
+        return f"at {self._location}; holding {','.join(sorted(self._held)) or 'nothing'}; {digest}"
 
     def facts(self, predicate: str) -> frozenset[tuple[str, ...]] | set[tuple[str, ...]]:
         """The current facts of ``predicate`` as argument tuples (as Fast Downward holds them)."""
