@@ -196,9 +196,9 @@ def _check_env_builds(plan: Any) -> None:
     from agentgym_budget.seeds import task_seed
 
     given = " ".join(f"--env-arg {k}={v!r}" for k, v in plan.env_kwargs.items())
-    where = f"--env {plan.env_id}" + (f" with {given}" if given else "")
+    where = f"--env {plan.config.env_id}" + (f" with {given}" if given else "")
     try:
-        env = RolloutSpec(plan.env_id, "random", plan.seed, max(plan.ts), plan.env_kwargs).make_env()
+        env = RolloutSpec(plan.config.env_id, "random", plan.config.seed, max(plan.config.ts), plan.env_kwargs).make_env()
     except MissingBackendError:
         raise
     except (TypeError, ValueError, KeyError, AssertionError, gym.error.Error) as e:
@@ -208,7 +208,7 @@ def _check_env_builds(plan: Any) -> None:
             raise ValueError(f"{where}: not a text env (observation space {env.observation_space}); the evaluator "
                              f"plays text envs such as the ones 'agentgym-budget list' shows")
         try:
-            env.reset(seed=task_seed(plan.seed, 0))
+            env.reset(seed=task_seed(plan.config.seed, 0))
         except (TypeError, ValueError, KeyError, AssertionError, gym.error.Error) as e:
             raise ValueError(f"{where}: the env cannot be reset: {_one_line(e)}") from None
     finally:

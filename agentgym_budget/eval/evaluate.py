@@ -102,7 +102,8 @@ def success_counts(records: Sequence[EpisodeRecord], ts: Sequence[int], tasks: i
 
 @dataclass(frozen=True)
 class EvaluationPlan:
-    """What an evaluation will run: its settings, the policy, the mode and the episodes."""
+    """What an evaluation will run: its settings (``config``: env, policy, K, T, tasks, attempts, seed), the
+    policy built from them, the mode and the episodes."""
 
     config: EvalConfig
     policy_obj: Policy  # built here: its name and reads_budget decide the mode and the record
@@ -110,40 +111,6 @@ class EvaluationPlan:
     mode: str
     show_budget: bool
     jobs: tuple[EpisodeJob, ...]
-
-    @property
-    def env_id(self) -> str:
-        return self.config.env_id
-
-    @property
-    def policy(self) -> str | Policy:
-        """As given: a registered name (workers rebuild it) or a policy object."""
-        return self.config.policy
-
-    @property
-    def policy_kwargs(self) -> dict[str, Any]:
-        return self.config.policy_kwargs
-
-    @property
-    def ks(self) -> tuple[int, ...]:
-        return self.config.ks
-
-    @property
-    def ts(self) -> tuple[int, ...]:
-        return self.config.ts
-
-    @property
-    def tasks(self) -> int:
-        return self.config.tasks
-
-    @property
-    def attempts(self) -> int:
-        assert self.config.attempts is not None  # EvalConfig resolves it
-        return self.config.attempts
-
-    @property
-    def seed(self) -> int:
-        return self.config.seed
 
     @property
     def policy_name(self) -> str:
@@ -157,7 +124,7 @@ class EvaluationPlan:
         credentials of any URL among them (``http://user:KEY@host``) shown as ``***``."""
         secret = set(getattr(self.policy_obj, "secret_settings", ()))
         return {k: redact_url(v) if isinstance(v, str) else v
-                for k, v in policy_settings(self.policy, self.policy_kwargs, self.policy_obj).items()
+                for k, v in policy_settings(self.config.policy, self.config.policy_kwargs, self.policy_obj).items()
                 if k not in secret}
 
     @property
@@ -269,14 +236,14 @@ def run_evaluation(plan: EvaluationPlan, *, executor: Executor | None = None,
     records = [saved[job] if job in saved else new[job] for job in plan.jobs]
 
     start = time.perf_counter()
-    metrics = behaviour_metrics(records, plan.ts, config.early_turns, config.plan_edges, n_tasks=plan.tasks,
-                                bootstrap=config.bootstrap, ci_level=config.ci_level, seed=plan.seed)
+    metrics = behaviour_metrics(records, plan.config.ts, config.early_turns, config.plan_edges, n_tasks=plan.config.tasks,
+                                bootstrap=config.bootstrap, ci_level=config.ci_level, seed=plan.config.seed)
     metrics_seconds = time.perf_counter() - start
-    successes = success_counts(records, plan.ts, plan.tasks)
-    grid = passkt_grid(successes, plan.attempts, plan.ks, plan.ts, bootstrap=config.bootstrap,
-                       ci_level=config.ci_level, seed=plan.seed)
+    successes = success_counts(records, plan.config.ts, plan.config.tasks)
+    grid = passkt_grid(successes, plan.config.attempts, plan.config.ks, plan.config.ts, bootstrap=config.bootstrap,
+                       ci_level=config.ci_level, seed=plan.config.seed)
     recorded = {"env_kwargs": _jsonable(plan.env_kwargs),
-                "env_settings": _jsonable(env_settings(plan.env_id, plan.env_kwargs)),  # defaults too
+                "env_settings": _jsonable(env_settings(plan.config.env_id, plan.env_kwargs)),  # defaults too
                 "policy_kwargs": _jsonable(plan.policy_settings),
                 "workers": config.workers, "concurrency": config.concurrency, "executor": type(executor).__name__,
                 "bootstrap": config.bootstrap, "requested_mode": config.mode, "transcripts": transcripts,
@@ -310,13 +277,13 @@ def fault_counts(records: list[EpisodeRecord]) -> dict[str, int]:
 def _measure_probes(plan: EvaluationPlan, result: PassKTResult) -> None:
     """``config.probes`` probe states: outcomes into ``result.metrics["probes"]`` (and ``out/probes.json``)."""
     config = plan.config
-    probes = build_probes(plan.env_id, config.probes, plan.seed, plan.env_kwargs)
+    probes = build_probes(plan.config.env_id, config.probes, plan.config.seed, plan.env_kwargs)
     # the plan's policy (each probe resets it), not a second one built from the name
-    outcome = run_probes(plan.env_id, plan.policy_obj, probes, plan.env_kwargs, seed=plan.seed,
+    outcome = run_probes(plan.config.env_id, plan.policy_obj, probes, plan.env_kwargs, seed=plan.config.seed,
                          horizon=config.probe_horizon, bootstrap=config.bootstrap, ci_level=config.ci_level)
     result.metrics["probes"] = {key: value for key, value in outcome.items() if key != "probes"}
     if config.out is not None:
-        write_probes(Path(config.out), plan.env_id, plan.policy_name, outcome)
+        write_probes(Path(config.out), plan.config.env_id, plan.policy_name, outcome)
 
 
 def token_usage(records: Sequence[EpisodeRecord]) -> dict[str, Any]:
@@ -342,10 +309,10 @@ def versions() -> dict[str, str]:
 def _rollout_spec(plan: EvaluationPlan, executor: Executor, concurrency: int = 1,
                   transcripts: bool = False, env_errors: str = "replay") -> RolloutSpec:
     # A serial run reuses the policy built by the plan; other executors rebuild a named policy per worker.
-    reuse = isinstance(executor, SerialExecutor) or not isinstance(plan.policy, str)
+    reuse = isinstance(executor, SerialExecutor) or not isinstance(plan.config.policy, str)
     return RolloutSpec(
-        env_id=plan.env_id, policy=plan.policy_obj if reuse else plan.policy, seed=plan.seed,
-        max_budget=max(plan.ts), env_kwargs=plan.env_kwargs, policy_kwargs={} if reuse else plan.policy_kwargs,
+        env_id=plan.config.env_id, policy=plan.policy_obj if reuse else plan.config.policy, seed=plan.config.seed,
+        max_budget=max(plan.config.ts), env_kwargs=plan.env_kwargs, policy_kwargs={} if reuse else plan.config.policy_kwargs,
         concurrency=concurrency, transcripts=transcripts, env_errors=env_errors,
     )
 
@@ -356,8 +323,8 @@ def _open_log(plan: EvaluationPlan, out: str | Path | None, resume: bool, overwr
     """The episode log in ``out`` (``None``: no file) and the planned episodes it already holds."""
     if out is None:
         return None, {}
-    run = run_identity(plan.env_id, plan.env_kwargs, plan.policy_name, plan.seed, plan.mode,
-                       [job.budget for job in plan.jobs], policy_kwargs=plan.identity_settings, ts=plan.ts)
+    run = run_identity(plan.config.env_id, plan.env_kwargs, plan.policy_name, plan.config.seed, plan.mode,
+                       [job.budget for job in plan.jobs], policy_kwargs=plan.identity_settings, ts=plan.config.ts)
     log, previous = EpisodeLog.open(out, run, resume, overwrite, transcripts)
     wanted = set(plan.jobs)
     return log, {job: r for r in previous if (job := EpisodeJob(r.task, r.attempt, r.budget)) in wanted}
@@ -396,20 +363,20 @@ def _run_missing(plan: EvaluationPlan, spec: RolloutSpec, executor: Executor, lo
 def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], successes: np.ndarray, grid: Any,
                      metrics: dict[str, Any], config: dict[str, Any], timing: dict[str, Any],
                      usage: dict[str, Any]) -> PassKTResult:
-    plan_lengths = [-1] * plan.tasks
+    plan_lengths = [-1] * plan.config.tasks
     if metrics["plan_lengths_known"]:
         for record in records:
             plan_lengths[record.task] = record.plan_length
-    games = task_games(records, plan.tasks)
+    games = task_games(records, plan.config.tasks)
     repeated = repeated_games(games)
     if repeated:
         warnings.warn(repeated_games_message(repeated, len(games)), RepeatedGamesWarning, stacklevel=3)
     return PassKTResult(
-        env_id=plan.env_id, policy=plan.policy_name, mode=plan.mode, show_budget=plan.show_budget, ks=plan.ks,
-        ts=plan.ts, attempts=plan.attempts, seed=plan.seed, successes=successes,
-        task_seeds=[task_seed(plan.seed, task) for task in range(plan.tasks)], plan_lengths=plan_lengths, grid=grid,
+        env_id=plan.config.env_id, policy=plan.policy_name, mode=plan.mode, show_budget=plan.show_budget, ks=plan.config.ks,
+        ts=plan.config.ts, attempts=plan.config.attempts, seed=plan.config.seed, successes=successes,
+        task_seeds=[task_seed(plan.config.seed, task) for task in range(plan.config.tasks)], plan_lengths=plan_lengths, grid=grid,
         metrics=metrics, config=config, timing=timing, usage=usage, task_games=games,
-        costs=attempt_costs(records, plan.ts, plan.tasks, plan.attempts),
+        costs=attempt_costs(records, plan.config.ts, plan.config.tasks, plan.config.attempts),
     )
 
 
