@@ -18,6 +18,11 @@ reset at the probe state with a seed of its own and sees that observation and in
 the prefix's history).  The set's id (:func:`probe_set_id`) lets ``compare`` pair two results'
 probe outcomes only when the probe sets are identical.
 
+Both the trajectories that give the states and the probes themselves are played by the one
+episode loop (:func:`~agentgym_budget.episodes.runner.play_episodes`): a probe is an episode that
+starts at its state and takes one policy turn, so an LLM policy answers many probes in one batch
+(``run_probes(..., concurrency=N)``: N probes in flight, each on its own env copy).
+
 Example:
     >>> import agentgym_budget
     >>> probes = build_probes("KeyDoor-Budget-v0", n=4, seed=0)
@@ -41,10 +46,11 @@ import numpy as np
 
 from agentgym_budget.envs.registration import eval_kwargs_of, make_budget_env
 from agentgym_budget.episodes.records import UNKNOWN, expert_match_of
+from agentgym_budget.episodes.runner import play_episodes
 from agentgym_budget.eval.results import number_text
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
-from agentgym_budget.policies.base import Policy, make_policy
+from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 from agentgym_budget.seeds import attempt_seed, task_seed
 
 __all__ = ["Probe", "ProbeReplayError", "build_probes", "probe_set_id", "probe_table", "run_probes", "write_probes"]
@@ -89,20 +95,40 @@ def _make_env(env_id: str, env_kwargs: dict[str, Any] | None, budget: int) -> gy
     return make_budget_env(env_id, budget, **{**eval_kwargs_of(env_id), **(env_kwargs or {})})
 
 
-def _trajectory(env: gym.Env, reset_seed: int, policy: Policy, max_turns: int) -> list[tuple[tuple[str, ...], str]]:
-    """``(prefix, digest)`` of every state of one episode where the expert's action is known."""
-    obs, info = env.reset(seed=reset_seed)
-    states, prefix = [], []
-    for _ in range(max_turns):
-        if not isinstance(info.get("expert_action"), str) or not info["expert_action"]:
-            break
-        states.append((tuple(prefix), _digest(info)))
-        action = policy.act(obs, info)
-        prefix.append(action)
-        obs, _, terminated, truncated, info = env.step(action)
+class _Trajectory:
+    """One episode of a reference policy, noting ``(prefix, digest)`` at every state whose expert action is known."""
+
+    def __init__(self, env: gym.Env, reset_seed: int, policy: BatchPolicy, policy_seed: int, max_turns: int) -> None:
+        self.env, self.max_turns = env, max_turns
+        self.state = policy.start(policy_seed)
+        self.obs, self.info = env.reset(seed=reset_seed)
+        self.prefix: list[str] = []
+        self.states: list[tuple[tuple[str, ...], str]] = []
+        self.done = False
+        self._note()
+
+    def _note(self) -> None:
+        expert = self.info.get("expert_action")
+        if len(self.prefix) >= self.max_turns or not isinstance(expert, str) or not expert:
+            self.done = True
+        else:
+            self.states.append((tuple(self.prefix), _digest(self.info)))
+
+    def step(self, reply: PolicyReply) -> None:
+        self.prefix.append(reply.action)
+        self.obs, _, terminated, truncated, self.info = self.env.step(reply.action)
         if terminated or truncated:
-            break
-    return states
+            self.done = True
+        else:
+            self._note()
+
+
+def _trajectory(env: gym.Env, reset_seed: int, policy: BatchPolicy, policy_seed: int,
+                max_turns: int) -> list[tuple[tuple[str, ...], str]]:
+    """``(prefix, digest)`` of every state of one episode where the expert's action is known."""
+    ended: list[_Trajectory] = []
+    play_episodes(policy, [lambda: _Trajectory(env, reset_seed, policy, policy_seed, max_turns)], 1, ended.append)
+    return ended[0].states
 
 
 def build_probes(env_id: str, n: int, seed: int = 0, env_kwargs: dict[str, Any] | None = None, *,
@@ -111,16 +137,15 @@ def build_probes(env_id: str, n: int, seed: int = 0, env_kwargs: dict[str, Any] 
     if n < 1:
         raise ValueError(f"the number of probes must be >= 1, got {n}")
     env = _make_env(env_id, env_kwargs, max_turns + 1)
-    expert, noisy = make_policy("expert"), NoisyExpertPolicy(p=reference_p)
+    expert, noisy = as_batch_policy(make_policy("expert")), as_batch_policy(NoisyExpertPolicy(p=reference_p))
     probes: list[Probe] = []
     try:
         task = 0
         while len(probes) < n:
-            reset_seed = task_seed(seed, task)
-            noisy.reset(seed=attempt_seed(seed, task, _PROBE_STREAM))
+            reset_seed, policy_seed = task_seed(seed, task), attempt_seed(seed, task, _PROBE_STREAM)
             rng = np.random.default_rng([seed, task, _PROBE_STREAM])
             for source, policy in (("expert", expert), ("noisy", noisy)):
-                states = _trajectory(env, reset_seed, policy, max_turns)
+                states = _trajectory(env, reset_seed, policy, policy_seed, max_turns)
                 if states and len(probes) < n:
                     prefix, digest = states[int(rng.integers(len(states)))]
                     probes.append(Probe(task, reset_seed, prefix, source, digest))
@@ -144,38 +169,71 @@ def _success_to_go(env: gym.Env, info: dict[str, Any], done: bool, horizon: int)
     return int(bool(info.get("won")))
 
 
+class _ProbeInFlight:
+    """One probe as an episode: it starts at the probe's state and ends after the policy's one action."""
+
+    def __init__(self, index: int, probe: Probe, env: gym.Env, policy: BatchPolicy, seed: int, env_id: str,
+                 horizon: int) -> None:
+        self.index, self.env, self.horizon = index, env, horizon
+        self.state = policy.start(attempt_seed(seed, probe.task, _PROBE_STREAM + 1 + index))
+        self.obs, self.info = env.reset(seed=probe.reset_seed)
+        for action in probe.prefix:
+            self.obs, _, _, _, self.info = env.step(action)
+        if _digest(self.info) != probe.digest:
+            raise ProbeReplayError(f"probe {index} (task {probe.task}, {len(probe.prefix)} actions) replays to a "
+                                   f"different state on {env_id}: the env is not deterministic for this replay")
+        self.done = False
+        self.agreement: int | None = None
+        self.effect, self.success = "", 0
+
+    def step(self, reply: PolicyReply) -> None:
+        match = expert_match_of(reply.action, self.info)
+        self.agreement = None if match == UNKNOWN else match
+        _, _, terminated, truncated, after = self.env.step(reply.action)
+        self.effect = str(after.get("action_effect", ""))
+        self.success = _success_to_go(self.env, after, terminated or truncated, self.horizon)
+        self.done = True
+
+
 def run_probes(env_id: str, policy: str | Policy, probes: Sequence[Probe], env_kwargs: dict[str, Any] | None = None,
                policy_kwargs: dict[str, Any] | None = None, *, seed: int = 0, horizon: int = 50,
-               bootstrap: int = 1000, ci_level: float = 0.95) -> dict[str, Any]:
+               bootstrap: int = 1000, ci_level: float = 0.95, concurrency: int = 1) -> dict[str, Any]:
     """Ask ``policy`` for one action at every probe; per-probe outcomes and their summary with CIs.
+
+    ``concurrency`` probes are in flight at once (each on an env copy of its own), their actions
+    asked in one ``act_batch`` call; the outcomes do not depend on it (each probe's seed is its own).
 
     Returns ``{"set_id", "probes", "horizon", "agreement", "success_to_go", "effect", "source",
     "summary"}``: per-probe lists (``agreement[j]`` is ``None`` where the expert is unknown) and,
     in ``summary``, each rate over all probes and by source with its bootstrap CI over probes.
     """
-    policy_obj = make_policy(policy, **(policy_kwargs or {})) if isinstance(policy, str) else policy
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    policy_obj = as_batch_policy(make_policy(policy, **(policy_kwargs or {})) if isinstance(policy, str) else policy)
     longest = max((len(p.prefix) for p in probes), default=0)
-    env = _make_env(env_id, env_kwargs, longest + 1 + horizon)
-    agreement: list[int | None] = []
-    success: list[int] = []
-    effects: list[str] = []
+    envs: list[gym.Env] = []
+    free: list[gym.Env] = []
+    ended: list[_ProbeInFlight] = []
+
+    def start(index: int, probe: Probe) -> _ProbeInFlight:
+        if not free:
+            envs.append(_make_env(env_id, env_kwargs, longest + 1 + horizon))
+            free.append(envs[-1])
+        return _ProbeInFlight(index, probe, free.pop(), policy_obj, seed, env_id, horizon)
+
+    def end(episode: _ProbeInFlight) -> None:
+        ended.append(episode)
+        free.append(episode.env)
+
     try:
-        for index, probe in enumerate(probes):
-            obs, info = env.reset(seed=probe.reset_seed)
-            for action in probe.prefix:
-                obs, _, _, _, info = env.step(action)
-            if _digest(info) != probe.digest:
-                raise ProbeReplayError(f"probe {index} (task {probe.task}, {len(probe.prefix)} actions) replays to a "
-                                       f"different state on {env_id}: the env is not deterministic for this replay")
-            policy_obj.reset(seed=attempt_seed(seed, probe.task, _PROBE_STREAM + 1 + index))
-            action = policy_obj.act(obs, info)
-            match = expert_match_of(action, info)
-            agreement.append(None if match == UNKNOWN else match)
-            obs, _, terminated, truncated, after = env.step(action)
-            effects.append(str(after.get("action_effect", "")))
-            success.append(_success_to_go(env, after, terminated or truncated, horizon))
+        play_episodes(policy_obj, [lambda i=i, p=p: start(i, p) for i, p in enumerate(probes)], concurrency, end)
     finally:
-        env.close()
+        for env in envs:
+            env.close()
+    ended.sort(key=lambda episode: episode.index)
+    agreement = [episode.agreement for episode in ended]
+    success = [episode.success for episode in ended]
+    effects = [episode.effect for episode in ended]
     sources = [p.source for p in probes]
     summary: dict[str, Any] = {}
     for name, values in (("agreement", agreement), ("success_to_go", success)):
