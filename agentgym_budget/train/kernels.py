@@ -71,15 +71,19 @@ def _chunk_logits(h: torch.Tensor, weight: torch.Tensor, temperature: float) -> 
 def _chunk_forward(h: torch.Tensor, weight: torch.Tensor, t: torch.Tensor, temperature: float):
     """One chunk: logits → (log p(target), entropy, logsumexp), all ``[n]``.
 
-    Written with in-place ops and a batched dot product so that eagerly, too, only two
-    ``[n, V]`` buffers are live (log-probs and probs).
+    Written with in-place ops so that eagerly, too, only two ``[n, V]`` buffers are live
+    (log-probs and probs): the target's log-prob is gathered first, then ``p log p`` is
+    formed in the log-prob buffer and summed with ``sum`` (pairwise, accurate to ~1e-6 over
+    a 49k-152k vocabulary; a batched dot product, ``bmm``, accumulates in sequence and was off
+    by ~1e-3 nats on SmolLM2's real logits).
     """
     logprobs = _chunk_logits(h, weight, temperature)  # [n, V], logits for now
     lse = logprobs.logsumexp(-1)  # [n]
     logprobs.sub_(lse[:, None])  # now log p
+    target_logp = logprobs.gather(-1, t[:, None]).squeeze(-1)
     probs = logprobs.exp()  # [n, V]
-    entropy = -torch.bmm(probs.unsqueeze(1), logprobs.unsqueeze(2)).view(-1)  # -sum p log p, no [n, V] product
-    return logprobs.gather(-1, t[:, None]).squeeze(-1), entropy, lse
+    entropy = -logprobs.mul_(probs).sum(-1)  # -sum p log p, in place: no third [n, V] buffer
+    return target_logp, entropy, lse
 
 
 def _chunk_grad_logits(h, weight, t, lse, entropy, grad_logp, grad_entropy, temperature: float):
