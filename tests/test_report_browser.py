@@ -183,7 +183,7 @@ def assert_no_script_ran(dump: str) -> DOM:
     dom = DOM(dump)
     assert float(dom.body["data-rendered-ms"]) >= 0, "the page's script did not finish (a JS error?)"
     assert "data-pwned" not in dom.body and re.search(r"<title>([^<]*)</title>", dump).group(1) != "pwned"
-    assert "img" not in dom.tags and dom.tags.count("svg") == 2  # the heatmap and the curves only
+    assert "img" not in dom.tags and dom.tags.count("svg") == 4  # the heatmap, the curves, the two frontier panels only
     return dom
 
 
