@@ -58,7 +58,7 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    from agentgym_budget.eval.config import MAX_BOOTSTRAP, EvalConfig  # numpy and gymnasium only
+    from agentgym_budget.eval.config import EvalConfig  # numpy and gymnasium only
     from agentgym_budget.flags import add_arguments
 
     parser = _Parser(
@@ -69,25 +69,12 @@ def _parser() -> argparse.ArgumentParser:
     add_arguments(sub.add_parser("eval", help="Pass@(K,T) of a policy on an env, with behaviour metrics and plots"),
                   EvalConfig, show_default=False)
 
-    rpt = sub.add_parser("report", help="one self-contained HTML page of an eval's results (or of two, compared)")
-    rpt.add_argument("results", help="an eval's --out folder")
-    rpt.add_argument("results_b", nargs="?", default=None, help="a second one to compare with the first (b - a)")
-    rpt.add_argument("--out", default=None, help="HTML file to write (default RESULTS/report.html)")
-    rpt.add_argument("--labels", default=None, help="names of the two runs, comma-separated (default: the policies)")
+    from agentgym_budget.eval.command_settings import AggregateSettings, CompareSettings, ReportSettings
 
-    cmp = sub.add_parser("compare", help="paired differences b - a with bootstrap CIs over tasks, and their heatmap")
-    cmp.add_argument("a", help="passkt.json (or its folder) of the baseline")
-    cmp.add_argument("b", help="passkt.json (or its folder) to compare with it")
-    cmp.add_argument("--out", default="passkt_diff.png",
-                     help="PNG to write (default passkt_diff.png; a folder: passkt_diff.png in it); the differences "
-                          "go to the same name with .json")
-    cmp.add_argument("--labels", default=None, help="names of a and b, comma-separated (default: the policies)")
-    cmp.add_argument("--bootstrap", type=_int_in(0, MAX_BOOTSTRAP), default=1000,
-                     help="paired bootstrap resamples (default 1000)")
-    cmp.add_argument("--seed", type=_int_in(0, 2**63 - 1), default=0, help="seed of the bootstrap (default 0)")
+    for name, settings in (("report", ReportSettings), ("compare", CompareSettings), ("aggregate", AggregateSettings)):
+        add_arguments(sub.add_parser(name, help=_summary_of(settings)), settings, show_default=False)
 
     _add_probe_parser(sub)
-    _add_aggregate_parser(sub)
 
     sub.add_parser("list", help="registered envs, their backends and whether each is installed")
 
@@ -162,12 +149,15 @@ def _eval(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from agentgym_budget.eval.command_settings import ReportSettings
     from agentgym_budget.eval.report import write_report
+    from agentgym_budget.flags import from_arguments
 
-    labels = tuple(args.labels.split(",", 1)) if args.labels else None
-    if labels is not None and (len(labels) != 2 or args.results_b is None):
-        raise ValueError(f"--labels needs two results folders and two comma-separated names, got {args.labels!r}")
-    path = write_report(args.results, args.out, args.results_b, labels)
+    settings: ReportSettings = from_arguments(ReportSettings, args)
+    labels = tuple(settings.labels.split(",", 1)) if settings.labels else None
+    if labels is not None and (len(labels) != 2 or settings.results_b is None):
+        raise ValueError(f"--labels needs two results folders and two comma-separated names, got {settings.labels!r}")
+    path = write_report(settings.results, settings.out, settings.results_b, labels)
     Console().print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB; opens offline in any browser)",
                     highlight=False)
     return 0
@@ -266,22 +256,25 @@ def _executor(config: Any) -> Iterator[Any]:
 def _compare(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from agentgym_budget.eval.command_settings import CompareSettings
     from agentgym_budget.eval.compare import compare_results
     from agentgym_budget.eval.plots import plot_diff_heatmap
     from agentgym_budget.eval.results import PassKTResult
+    from agentgym_budget.flags import from_arguments
 
-    a, b = _load_result(PassKTResult, args.a), _load_result(PassKTResult, args.b)
-    labels = tuple(args.labels.split(",", 1)) if args.labels else (a.policy, b.policy)
+    settings: CompareSettings = from_arguments(CompareSettings, args)
+    a, b = _load_result(PassKTResult, settings.a), _load_result(PassKTResult, settings.b)
+    labels = tuple(settings.labels.split(",", 1)) if settings.labels else (a.policy, b.policy)
     if len(labels) != 2:
-        raise ValueError(f"--labels needs two comma-separated names, got {args.labels!r}")
-    out = Path(args.out)
+        raise ValueError(f"--labels needs two comma-separated names, got {settings.labels!r}")
+    out = Path(settings.out)
     if out.is_dir():
         out = out / "passkt_diff.png"
     elif not out.suffix:
         out = out.with_suffix(".png")  # what matplotlib would write; say so, not the name given
     if not out.parent.is_dir():
-        raise ValueError(f"--out {args.out}: the folder {out.parent} does not exist")
-    comparison = compare_results(a, b, resamples=args.bootstrap, seed=args.seed, labels=labels)
+        raise ValueError(f"--out {settings.out}: the folder {out.parent} does not exist")
+    comparison = compare_results(a, b, resamples=settings.bootstrap, seed=settings.seed, labels=labels)
     console = Console()
     for table in comparison.tables():
         console.print(table)
@@ -347,21 +340,22 @@ def _probe(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_aggregate_parser(sub: Any) -> None:
-    ag = sub.add_parser("aggregate", help="several runs of one recipe (e.g. training seeds): mean, spread, CI per cell")
-    ag.add_argument("results", nargs="+", help="passkt.json files (or their folders), one per run")
-    ag.add_argument("--out", default="aggregate", help="folder for aggregate.json and aggregate.csv")
-    ag.add_argument("--level", type=float, default=0.95, help="CI level (default 0.95)")
+def _summary_of(settings: type) -> str:
+    """A command's one-line help: its settings class's docstring after the command's name."""
+    return (settings.__doc__ or "").split(": ", 1)[-1].strip().rstrip(".")
 
 
 def _aggregate(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from agentgym_budget.eval.command_settings import AggregateSettings
     from agentgym_budget.eval.compare import aggregate_results
     from agentgym_budget.eval.results import PassKTResult
+    from agentgym_budget.flags import from_arguments
 
-    aggregate = aggregate_results([PassKTResult.load(path) for path in args.results], level=args.level)
-    written = aggregate.save(Path(args.out))
+    settings: AggregateSettings = from_arguments(AggregateSettings, args)
+    aggregate = aggregate_results([PassKTResult.load(path) for path in settings.results], level=settings.level)
+    written = aggregate.save(Path(settings.out))
     console = Console()
     for table in aggregate.tables():
         console.print(table)

@@ -46,8 +46,9 @@ _MAX_DIGITS = 19  # an int argument longer than this is no count or seed anyone 
 
 
 def flag(*names: str, convert: Callable[[Any], Any] | None = None, **argparse_kwargs: Any) -> dict[str, Any]:
-    """Field metadata: the flag's option ``names`` (default ``--field-name``), ``argparse_kwargs``
-    for ``add_argument`` and ``convert``, applied to the parsed value to give the field's."""
+    """Field metadata: the flag's option ``names`` (default ``--field-name``; the field's own name alone
+    for a positional argument), ``argparse_kwargs`` for ``add_argument`` and ``convert``, applied to
+    the parsed value to give the field's."""
     return {_FLAG: {"names": names, "convert": convert, "kwargs": argparse_kwargs}}
 
 
@@ -92,7 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, *, show_default: b
         else:  # the value's name in the help: the flag's (--k K), as argparse would name it
             kwargs = {"type": _parser_for(hints[f.name]), "metavar": names[0].lstrip("-").replace("-", "_").upper(),
                       **overrides}
-        parser.add_argument(*names, dest=f.name, default=default, help=help_text.strip(), **kwargs)
+        if names[0].startswith("-"):
+            parser.add_argument(*names, dest=f.name, default=default, help=help_text.strip(), **kwargs)
+        else:  # a positional argument: its one name is the field's
+            if names != (f.name,):
+                raise ValueError(f"{cls.__name__}.{f.name}: a positional flag is named after its field, got {names}")
+            parser.add_argument(f.name, default=default, help=help_text.strip(), **kwargs)
     return parser
 
 
