@@ -132,7 +132,7 @@ def main(argv: list[str] | None = None) -> dict:
         "updates": budget / cpu_per_update,
         "episodes": budget / cpu_per_update * episodes,
         "turns": budget / cpu_per_update * turns,
-        "tiny_model_episodes_to_learn": 9600,  # docs/trainer.md: ~200 updates of 48 episodes
+        "tiny_model_episodes_to_learn": 9600,  # issue 36's figure for the tiny model
     }
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -1,6 +1,6 @@
 """The real-model pipeline's plumbing (issue 36): SFT of SmolLM2-135M-Instruct (format only, LoRA merged) →
 its folder loads into the trainer → one GRPO update with LoRA → held-out evaluation.  Not learning: a few
-turns of each stage, sized for a shared CPU (about two minutes; torch threads 1: on a busy machine a second intra-op thread spins at every barrier)."""
+turns of each stage, sized for a shared CPU (about 40 s; torch threads 1: with 2 on a busy machine it took 230 s, a second intra-op thread spinning at every barrier)."""
 
 from __future__ import annotations
 
