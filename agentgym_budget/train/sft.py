@@ -176,13 +176,20 @@ def load_model_and_tokenizer(name: str, config: TrainConfig, device: torch.devic
 
 
 def with_lora(model: Any, config: TrainConfig | SFTConfig, checkpoint: Path | None) -> Any:
-    """``model`` with LoRA adapters (``peft``) on every linear layer but the head; from ``checkpoint`` when resuming."""
+    """``model`` with LoRA adapters (``peft``) on every linear layer but the head; from ``checkpoint`` when resuming.
+
+    The adapters' random initialisation is drawn from ``config.seed`` (in a forked RNG, the global one
+    untouched): peft draws it from torch's global RNG, whose state depends on whatever ran before — for
+    a loaded model nothing seeds it — so the same seed would otherwise give another run."""
     peft = require("peft", "llm", "LoRA (--lora-r)")
     if checkpoint is not None:
         return peft.PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
     lora = peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                            target_modules="all-linear", task_type="CAUSAL_LM")
-    return peft.get_peft_model(model, lora)
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(config.seed)
+        return peft.get_peft_model(model, lora)
 
 
 def sft(config: SFTConfig) -> dict[str, Any]:
