@@ -13,6 +13,10 @@ b. **Decode turns/s** at batch 1, 32 and 128 with a randomly initialised Qwen2.5
    dry run: compiling the tiny model takes about a minute on CPU, a slow test covers it).
 c. **Five trainer updates** of the tiny model (``TrainConfig(model="tiny", device="cuda")``):
    rollout and optimizer seconds per update.
+d. **The real-model pipeline** (issue 36): SmolLM2-135M-Instruct (extra ``smollm2``) format-only SFT
+   with LoRA (50 steps of 32 turns), then five BudgetMix GRPO updates with LoRA from the SFT folder
+   (16 tasks x 8 episodes, 10 new tokens): SFT seconds and rollout/optimizer seconds per update.
+   The dry run runs the same code with the tiny model.
 
 ``--dry`` (or ``GPU_CHECK_DRY=1``) runs the same code on CPU at toy shapes in seconds, so
 the script is exercised by the tests before a GPU is ever lent (``tests/test_gpu_check.py``).
@@ -163,6 +167,41 @@ def trainer_rows(shapes: Shapes) -> list[tuple[str, str, str]]:
              f"rollout {rollout:.2f} s + optimize {optimize:.2f} s per update, loss {updates[-1]['loss']:.4f}")]
 
 
+def real_model_rows(shapes: Shapes) -> list[tuple[str, str, str]]:
+    """(d): the real-model pipeline of issue 36 on the check's device: SmolLM2-135M-Instruct (the dry run:
+    the tiny model), format-only SFT with LoRA (merged), then BudgetMix GRPO updates with LoRA from that
+    folder (``benchmarks/smollm2_rl.py`` is the CPU version, with evaluations)."""
+    from agentgym_budget.train import TrainConfig, Trainer
+    from agentgym_budget.train.config import SFTConfig
+    from agentgym_budget.train.sft import sft
+
+    dry = shapes.device == "cpu"
+    model = "tiny" if dry else "smollm2"
+    prompt = dict(env_id="KeyDoor-v0", budget="mix:2,3,4", max_turns_shown=2, history="actions")
+    with tempfile.TemporaryDirectory() as folder:
+        start = time.perf_counter()
+        summary = sft(SFTConfig(**prompt, source="random", model=model, episodes=4 if dry else 200,
+                                steps=2 if dry else 50, batch_size=4 if dry else 32, loss_turns=4 if dry else 64,
+                                learning_rate=2e-3, lora_r=8, device=shapes.device, output_dir=f"{folder}/sft"))
+        sft_seconds = time.perf_counter() - start
+        config = TrainConfig(**prompt, env_kwargs={"split": "train"}, model=f"{folder}/sft", device=shapes.device,
+                             total_updates=shapes.trainer_updates, tasks_per_update=2 if dry else 16,
+                             group_size=2 if dry else 8, max_new_tokens=4 if dry else 10, lora_r=8,
+                             learning_rate=1e-4, entropy_coef=1e-3,  # a backward pass even if every group ties
+                             eval_every=0, save_every=0, output_dir=f"{folder}/rl", tensorboard=False,
+                             progress_bar=False)
+        trainer = Trainer(config)
+        updates = [trainer.train_step() for _ in range(shapes.trainer_updates)]
+    rollout = statistics.mean(u["rollout_seconds"] for u in updates)
+    optimize = statistics.mean(u["update_seconds"] for u in updates)
+    turns = statistics.mean(u["update_turns"] for u in updates)
+    return [(f"d. sft ({model})", f"{summary['turns']} turns, {len(summary['losses'])} LoRA steps",
+             f"{sft_seconds:.1f} s, reply loss {summary['reply_loss_before']:.3f} -> {summary['reply_loss_after']:.3f}"),
+            (f"d. grpo ({model})", f"{len(updates)} LoRA updates on {shapes.device}",
+             f"rollout {rollout:.2f} s + optimize {optimize:.2f} s per update ({turns:.0f} turns), "
+             f"loss {updates[-1]['loss']:.4f}")]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dry", action="store_true", default=os.environ.get("GPU_CHECK_DRY") == "1",
@@ -177,7 +216,7 @@ def main() -> None:
 
     device = torch.cuda.get_device_name() if shapes.device == "cuda" else "CPU (dry run: toy shapes)"
     print(f"gpu_check on {device}, torch {torch.__version__}", flush=True)
-    checks = [kernel_rows, lambda shapes: decode_rows(shapes, compile_step=False), trainer_rows]
+    checks = [kernel_rows, lambda shapes: decode_rows(shapes, compile_step=False), trainer_rows, real_model_rows]
     if shapes.device == "cuda":  # last, so that the 8-minute limit would cost only these rows
         checks.append(lambda shapes: decode_rows(shapes, compile_step=True))
     for check in checks:  # each row printed as soon as it is measured

@@ -32,6 +32,8 @@ def test_the_dry_gpu_check_prints_one_table_of_every_check() -> None:
         assert any(line.startswith("b. decode") and f"batch {batch}," in line and "turns/s" in line
                    for line in table), batch
     assert any(line.startswith("c. trainer") and "rollout" in line for line in table)
+    assert any(line.startswith("d. sft (tiny)") and "reply loss" in line for line in table)
+    assert any(line.startswith("d. grpo (tiny)") and "rollout" in line for line in table)
     assert not any("failed" in line for line in table)
 
 

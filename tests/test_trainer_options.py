@@ -24,6 +24,26 @@ def _snapshot(model) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def test_lora_adapters_start_from_the_seed_not_from_the_global_rng(tmp_path):
+    """peft draws the adapters' init from torch's global RNG, which nothing seeds for a loaded model: two
+    runs with one seed differed (same episodes and loss, other gradients).  ``with_lora`` seeds it."""
+    pytest.importorskip("peft")
+    from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+    from agentgym_budget.train.sft import with_lora
+
+    def adapters(global_seed: int, seed: int) -> dict[str, torch.Tensor]:
+        model, _ = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+        torch.manual_seed(global_seed)  # whatever ran before
+        state = torch.get_rng_state()
+        lora = with_lora(model, _config(tmp_path, lora_r=4, seed=seed), None)
+        assert torch.equal(torch.get_rng_state(), state)  # the global RNG is left as it was
+        return {k: v.clone() for k, v in lora.state_dict().items() if "lora_A" in k}
+
+    same, other_global, other_seed = adapters(1, seed=3), adapters(2, seed=3), adapters(1, seed=4)
+    assert same and all(torch.equal(same[k], other_global[k]) for k in same)
+    assert any(not torch.equal(same[k], other_seed[k]) for k in same)
+
+
 def test_lora_trains_only_the_adapters_and_resumes_from_them(tmp_path):
     pytest.importorskip("peft")
     trainer = Trainer(_config(tmp_path / "a", lora_r=4, total_updates=2, save_every=1))

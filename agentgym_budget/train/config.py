@@ -332,6 +332,9 @@ class SFTConfig:
     """supervised optimizer steps"""
     batch_size: int = 16
     """demonstrated turns per step (drawn with replacement)"""
+    loss_turns: int = 64
+    """demonstrated turns (the first ones) whose reply loss is measured before and after (``sft.json``);
+    a forward pass over every turn costs more than the steps themselves for a real model on CPU"""
     learning_rate: float | None = None
     """AdamW learning rate (``None``: 3e-3 for ``tiny``, 1e-5 for any other model)"""
     history: str = "actions"
@@ -363,7 +366,7 @@ class SFTConfig:
         _one_of("source", self.source, SFT_SOURCES)
         if self.learning_rate is None:
             self.learning_rate = 3e-3 if self.model == "tiny" else 1e-5
-        for name in ("episodes", "steps", "batch_size", "max_prompt_tokens"):
+        for name in ("episodes", "steps", "batch_size", "loss_turns", "max_prompt_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.lora_r < 0:

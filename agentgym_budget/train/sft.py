@@ -176,18 +176,25 @@ def load_model_and_tokenizer(name: str, config: TrainConfig, device: torch.devic
 
 
 def with_lora(model: Any, config: TrainConfig | SFTConfig, checkpoint: Path | None) -> Any:
-    """``model`` with LoRA adapters (``peft``) on every linear layer but the head; from ``checkpoint`` when resuming."""
+    """``model`` with LoRA adapters (``peft``) on every linear layer but the head; from ``checkpoint`` when resuming.
+
+    The adapters' random initialisation is drawn from ``config.seed`` (in a forked RNG, the global one
+    untouched): peft draws it from torch's global RNG, whose state depends on whatever ran before — for
+    a loaded model nothing seeds it — so the same seed would otherwise give another run."""
     peft = require("peft", "llm", "LoRA (--lora-r)")
     if checkpoint is not None:
         return peft.PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
     lora = peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
                            target_modules="all-linear", task_type="CAUSAL_LM")
-    return peft.get_peft_model(model, lora)
+    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(config.seed)
+        return peft.get_peft_model(model, lora)
 
 
 def sft(config: SFTConfig) -> dict[str, Any]:
     """Demonstrate, clone, save (see the module docstring); returns what ``sft.json`` in ``output_dir`` holds."""
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     require("datasets", "trl", "the SFT chat dataset")  # before the work, not after it
     if config.torch_threads is not None:
         torch.set_num_threads(config.torch_threads)
@@ -198,10 +205,11 @@ def sft(config: SFTConfig) -> dict[str, Any]:
     if config.lora_r:
         model = with_lora(model, config, None)
     samples = sft_samples(tokenizer, played, config.max_prompt_tokens)
-    before = reply_loss(model, tokenizer, samples)
+    measured = samples[:config.loss_turns]  # the reply loss before and after, on the first loss_turns turns
+    before = reply_loss(model, tokenizer, measured)
     learning_rate = cast(float, config.learning_rate)  # resolved by SFTConfig.__post_init__
     losses = supervised_steps(model, tokenizer, samples, config.steps, config.batch_size, learning_rate, seed=config.seed)
-    after = reply_loss(model, tokenizer, samples)
+    after = reply_loss(model, tokenizer, measured)
     if config.lora_r:
         model = model.merge_and_unload()  # a plain model: train --model FOLDER loads it as any other
     folder = Path(config.output_dir)
@@ -209,7 +217,7 @@ def sft(config: SFTConfig) -> dict[str, Any]:
     tokenizer.save_pretrained(folder)
     chat_dataset(played).save_to_disk(str(folder / "dataset"))
     summary = {"config": dataclasses.asdict(config), "episodes": len(played), "turns": len(samples),
-               "reply_loss_before": before, "reply_loss_after": after, "losses": losses,
-               "seconds": time.perf_counter() - start}
+               "loss_turns": len(measured), "reply_loss_before": before, "reply_loss_after": after, "losses": losses,
+               "seconds": time.perf_counter() - start, "cpu_seconds": time.process_time() - cpu_start}
     (folder / "sft.json").write_text(json.dumps(summary, indent=1) + "\n")
     return summary

@@ -169,6 +169,7 @@ class Trainer:
         self.scheduler = _lr_scheduler(self.optimizer, config)
         self.rollout_pool = (rollout_pool or LocalRolloutPool)(config, self.model, self.tokenizer)
         self.update = 0  # updates done
+        self._cpu = dict.fromkeys(_CPU_PARTS, 0.0)  # this update's CPU seconds by part (_cpu_timer)
         self.episodes_done = 0  # over all ranks
         self.env_steps_done = 0
         if checkpoint:
@@ -237,7 +238,7 @@ class Trainer:
         task_seeds = task_rng.integers(0, 2**31 - 1, size=config.tasks_per_update)
         seeds = np.repeat(task_seeds, config.group_size).tolist()  # [B*G]; a group shares task and budget
 
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         sampling_seed = int(task_rng.integers(2**31 - 1))
         # the update's shards of whole groups; rank r collects shards r*rollout_shards ... (r+1)*rollout_shards-1
         plan = shard_seeds(seeds, config.group_size, sampling_seed, group.world_size * config.rollout_shards)
@@ -252,6 +253,7 @@ class Trainer:
                     episodes += self.rollout_pool.collect(self.model, shard, shard_seed, 1, self.episodes_done,
                                                           self.env_steps_done)
         rollout_seconds = time.perf_counter() - start
+        cpu_rollout_seconds = time.process_time() - cpu_start
 
         returns = torch.tensor([float(e.won) for e in episodes])  # [this rank's episodes] outcome returns
         failed = [e.failed for e in episodes]  # no return: zero advantage, outside its group's baseline
@@ -285,7 +287,8 @@ class Trainer:
         self.episodes_done += len(facts)
         self.env_steps_done += sum(f.turns for f in facts)
 
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
+        self._cpu = dict.fromkeys(_CPU_PARTS, 0.0)
         first_shard = group.rank * config.rollout_shards
         update_stats = self._optimize(samples_by_shard, int(task_rng.integers(2**31 - 1)), first_shard, len(plan))
         self.update += 1
@@ -309,8 +312,15 @@ class Trainer:
             "dropped_episodes": dropped_episodes,  # episodes whose env failed twice: no return, zero advantage
             **update_stats,
             "learning_rate": self.optimizer.param_groups[0]["lr"],
+            "update_episodes": len(facts),
+            "update_turns": sum(turns),
             "rollout_seconds": rollout_seconds,
             "update_seconds": time.perf_counter() - start,
+            # CPU seconds of this process (every thread; not the time spent waiting for a shared core):
+            # rollout = batched generation + env steps; the update's parts (see _CPU_PARTS)
+            "cpu_rollout_seconds": cpu_rollout_seconds,
+            **{f"cpu_{part}_seconds": seconds for part, seconds in self._cpu.items()},
+            "cpu_update_seconds": time.process_time() - cpu_start,
         }
 
     def _minibatches(self, samples_by_shard: list[list], generators: list[torch.Generator]) -> list[list]:
@@ -331,9 +341,10 @@ class Trainer:
         samples = [s for shard in samples_by_shard for s in shard]
         if not samples:
             raise RuntimeError("no turn with a sampled token in this rank's episodes (max_new_tokens >= 1?)")
-        with full_parameters(self.train_module):
+        with full_parameters(self.train_module), self._cpu_timer("old_logprobs"):
             old_logps = self._per_sample_logprobs(self.model, samples) if self._needs_old_logps() else None
-        ref_logps = self._per_sample_logprobs(self.reference, samples) if self.reference is not None else None
+        with self._cpu_timer("ref_logprobs"):
+            ref_logps = self._per_sample_logprobs(self.reference, samples) if self.reference is not None else None
         generators = [torch.Generator().manual_seed(
             shuffle_seed if shards == 1 else shard_shuffle_seed(shuffle_seed, first_shard + j))
             for j in range(len(samples_by_shard))]
@@ -363,11 +374,12 @@ class Trainer:
                         stats = self._backward_micro(samples, micro, old_logps, ref_logps, normalizer, scale)
                     for key, value in stats.items():
                         sums[key] = sums.get(key, 0.0) + value
-                grad_norm = torch.nn.utils.clip_grad_norm_([p for p in self.model.parameters() if p.requires_grad],
-                                                           config.max_grad_norm)
-                self.optimizer.step()
-                self.scheduler.step()
-                self.optimizer.zero_grad(set_to_none=True)
+                with self._cpu_timer("optimizer"):
+                    grad_norm = torch.nn.utils.clip_grad_norm_(
+                        [p for p in self.model.parameters() if p.requires_grad], config.max_grad_norm)
+                    self.optimizer.step()
+                    self.scheduler.step()
+                    self.optimizer.zero_grad(set_to_none=True)
                 sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm) / group.world_size
                 steps += 1
         keys = ("loss", "pg_loss", "kl", "clip_fraction", "approx_kl_old", "grad_norm", "entropy_sum", "weight_sum")
@@ -389,19 +401,34 @@ class Trainer:
     def _backward_micro(self, samples, micro, old_logps, ref_logps, normalizer, scale=1.0) -> dict[str, float]:
         config = self.config
         batch = collate([samples[i] for i in micro], self.tokenizer.pad_token_id, config.loss_aggregation)
-        logp, entropy = self.train_module(batch)
-        old = torch.cat([old_logps[i] for i in micro]) if old_logps is not None else logp.detach()
-        ref = torch.cat([ref_logps[i] for i in micro]) if ref_logps is not None else None
-        weights = batch["weights"].to(logp.device) * scale
-        loss, stats = policy_loss(
-            logp, old, ref, batch["advantages"].to(logp.device), weights, epsilon_low=config.epsilon_low,
-            epsilon_high=config.epsilon_high, kl_coef=config.kl_coef, normalizer=normalizer, compile=self.use_compile)
-        entropy_term = (weights * entropy).sum() / normalizer
-        loss = loss - config.entropy_coef * entropy_term
-        # DDP/FSDP average the ranks' gradients; each rank's loss is its share of the global mean
-        (loss * self.group.world_size).backward()
+        with self._cpu_timer("forward"):
+            logp, entropy = self.train_module(batch)
+            old = torch.cat([old_logps[i] for i in micro]) if old_logps is not None else logp.detach()
+            ref = torch.cat([ref_logps[i] for i in micro]) if ref_logps is not None else None
+            weights = batch["weights"].to(logp.device) * scale
+            loss, stats = policy_loss(
+                logp, old, ref, batch["advantages"].to(logp.device), weights, epsilon_low=config.epsilon_low,
+                epsilon_high=config.epsilon_high, kl_coef=config.kl_coef, normalizer=normalizer,
+                compile=self.use_compile)
+            entropy_term = (weights * entropy).sum() / normalizer
+            loss = loss - config.entropy_coef * entropy_term
+        with self._cpu_timer("backward"):  # DDP/FSDP average the ranks' gradients: each loss is its share
+            (loss * self.group.world_size).backward()
         return {"loss": float(loss.detach()), "entropy_sum": float((weights * entropy.detach()).sum()),
                 "weight_sum": float(weights.sum()), **{k: float(v) for k, v in stats.items()}}
+
+    @contextlib.contextmanager
+    def _cpu_timer(self, part: str) -> Any:
+        """Add the process CPU seconds of the block to this update's ``part`` (logged as ``cpu_<part>_seconds``).
+
+        CPU time, not wall time: on a shared machine the wall clock also counts the time other
+        processes hold the cores.  On CUDA the kernels run asynchronously, so there the parts are the
+        host's share (launch, Python) and ``update_seconds``/``rollout_seconds`` the wall times."""
+        start = time.process_time()
+        try:
+            yield
+        finally:
+            self._cpu[part] = self._cpu.get(part, 0.0) + time.process_time() - start
 
     def _needs_old_logps(self) -> bool:
         # With one optimizer step per rollout the policy is still the sampler: old = logp.detach().
@@ -660,7 +687,13 @@ class _MetricsLogger:
 
 
 _SHOWN = ("update", "success_rate", "return_mean", "budget_mean", "turns_mean", "loss", "kl", "entropy", "grad_norm",
-          "rollout_seconds", "update_seconds")
+          "update_episodes", "update_turns", "rollout_seconds", "update_seconds", "cpu_rollout_seconds",
+          "cpu_old_logprobs_seconds", "cpu_ref_logprobs_seconds", "cpu_forward_seconds", "cpu_backward_seconds",
+          "cpu_optimizer_seconds")
+#: The parts of an update whose CPU seconds are logged (``cpu_<part>_seconds``; ``Trainer._cpu_timer``):
+#: old-policy and reference log-probs, the loss's forward (log-probs + loss), its backward, the optimizer
+#: step (clip, AdamW, schedule).  The rollout (generation + env steps) is ``cpu_rollout_seconds``.
+_CPU_PARTS = ("old_logprobs", "ref_logprobs", "forward", "backward", "optimizer")
 
 
 def _fmt(value: Any) -> str:
