@@ -19,7 +19,7 @@ from agentgym_budget.train import sft as sft_module  # noqa: E402
 from agentgym_budget.train.config import SFTConfig, TrainConfig  # noqa: E402
 from agentgym_budget.train.learning_check import train_and_evaluate  # noqa: E402
 from agentgym_budget.train.rollout import policy_options  # noqa: E402
-from agentgym_budget.train.sft import (chat_rows, demonstrations, format_warmup, load_model_and_tokenizer,  # noqa: E402
+from agentgym_budget.train.sft import (chat_rows, demonstrations, format_warmup, load_for_training,  # noqa: E402
                                        reply_loss, sft, sft_samples, supervised_steps)
 
 torch.set_num_threads(1)
@@ -158,7 +158,7 @@ def test_the_sft_command_saves_a_model_the_trainer_loads(tmp_path):
                  "--torch-threads", "1", "--output-dir", str(out)]) == 0
     summary = json.loads((out / "sft.json").read_text())
     assert summary["episodes"] == 8 and len(summary["losses"]) == 3
-    model, tokenizer = load_model_and_tokenizer(str(out), TrainConfig(model=str(out)), "cpu")
+    model, tokenizer = load_for_training(str(out), TrainConfig(model=str(out)), "cpu")
     assert model.config.vocab_size == len(tokenizer)
     datasets = pytest.importorskip("datasets")
     rows = datasets.load_from_disk(str(out / "dataset"))

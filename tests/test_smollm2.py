@@ -285,14 +285,15 @@ def test_the_name_smollm2_reaches_the_cached_folder_in_the_hf_policy_and_the_tra
 
     from agentgym_budget.policies import hf
     from agentgym_budget.policies.llm import make_hf_policy
-    from agentgym_budget.train.trainer import load_model_and_tokenizer as trainer_load
+    from agentgym_budget.train.config import TrainConfig
+    from agentgym_budget.train.trainer import load_for_training as trainer_load
 
     folder = cached_conversion(tiny_gguf, tmp_path / "cache", smollm2.convert_gguf_to_hf, prefix="tiny")
     asked = []
     monkeypatch.setattr(hf, "hf_folder", lambda: asked.append(1) or folder)
     policy = make_hf_policy("smollm2", temperature=0.0, max_new_tokens=3)
     assert policy.backend.name == "hf(smollm2)" and asked == [1]
-    model, tokenizer = trainer_load("smollm2", "KeyDoor-v0", 0, torch.device("cpu"))
+    model, tokenizer = trainer_load("smollm2", TrainConfig(env_id="KeyDoor-v0"), torch.device("cpu"))
     assert asked == [1, 1] and model.config.vocab_size == len(tokenizer.get_vocab())
 
 

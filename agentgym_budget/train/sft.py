@@ -49,7 +49,7 @@ from agentgym_budget.train.config import SFTConfig, TrainConfig
 from agentgym_budget.train.grpo import TurnSample, action_logprobs, collate
 from agentgym_budget.train.rollout import make_train_env, policy_options
 
-__all__ = ["chat_dataset", "chat_rows", "demonstrations", "format_warmup", "load_model_and_tokenizer", "reply_loss",
+__all__ = ["chat_dataset", "chat_rows", "demonstrations", "format_warmup", "load_for_training", "reply_loss",
            "sft", "sft_samples", "supervised_steps", "with_lora"]
 
 #: The warm-up's episodes are played under this budget whatever the RL budget, so that runs differing only
@@ -162,9 +162,10 @@ def format_warmup(model: Any, tokenizer: Any, config: TrainConfig, steps: int = 
     return supervised_steps(model, tokenizer, samples, steps, batch_size, learning_rate, seed=config.seed)
 
 
-def load_model_and_tokenizer(name: str, config: TrainConfig, device: torch.device | str,
-                             format_warmup_steps: int = 0) -> tuple[Any, Any]:
-    """``"tiny"`` → the offline tiny model for ``config.env_id`` (seeded by ``config.seed``, after
+def load_for_training(name: str, config: TrainConfig, device: torch.device | str,
+                      format_warmup_steps: int = 0) -> tuple[Any, Any]:
+    """The model and tokenizer ready to train: :func:`~agentgym_budget.policies.hf.load_model_and_tokenizer`
+    (the one loader by name), then for ``"tiny"`` → the offline tiny model for ``config.env_id`` (seeded by ``config.seed``, after
     ``format_warmup_steps`` of :func:`format_warmup`); otherwise a local/cached HF model (a folder
     :func:`sft` saved, too).  A tokenizer without a pad token pads with its end-of-turn token."""
     model, tokenizer = hf.load_model_and_tokenizer(name, tiny_env=config.env_id, seed=config.seed)
@@ -201,7 +202,7 @@ def sft(config: SFTConfig) -> dict[str, Any]:
     trainer_config = config.training_config()
     played = demonstrations(trainer_config, config.source, config.episodes, config.seed)  # refuses an eval split
     device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device
-    model, tokenizer = load_model_and_tokenizer(config.model, trainer_config, device)
+    model, tokenizer = load_for_training(config.model, trainer_config, device)
     if config.lora_r:
         model = with_lora(model, config, None)
     samples = sft_samples(tokenizer, played, config.max_prompt_tokens)

@@ -63,9 +63,9 @@ from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, 
                                             load_optimizer_state, optimizer_state, wrap_for_training)
 from agentgym_budget.train.rollout import training_policy
 from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory, shard_seeds
-from agentgym_budget.train.sft import load_model_and_tokenizer, with_lora
+from agentgym_budget.train.sft import load_for_training, with_lora
 
-__all__ = ["Trainer", "load_model_and_tokenizer", "train"]
+__all__ = ["Trainer", "load_for_training", "train"]
 
 _CHECKPOINT_PREFIX = "update_"
 
@@ -183,12 +183,12 @@ class Trainer:
         config = self.config
 
         def initial() -> tuple[Any, Any]:
-            return load_model_and_tokenizer(config.model, config, self.device, config.format_warmup_steps)
+            return load_for_training(config.model, config, self.device, config.format_warmup_steps)
 
         if checkpoint is None or config.lora_r:
             model, tokenizer = initial()
         else:
-            model, tokenizer = load_model_and_tokenizer(str(checkpoint), config, self.device)
+            model, tokenizer = load_for_training(str(checkpoint), config, self.device)
         reference = None
         if config.kl_coef > 0:
             reference = copy.deepcopy(model) if checkpoint is None or config.lora_r else initial()[0]
