@@ -168,13 +168,15 @@ def agreement(base_url: str, path: Path, n: int = 20) -> dict[str, Any]:
             replies[backend] = policy.act_batch([policy.start(i) for i in range(n)], [o for o, _ in turns],
                                                 [dict(i) for _, i in turns])
         pairs = list(zip(replies["hf"], replies["openai"]))
-        found[prompt] = {"prompts": n, "same_text": sum(a.text.strip() == b.text.strip() for a, b in pairs),
+        texts = [(a.text.strip(), b.text.strip()) for a, b in pairs]
+        found[prompt] = {"prompts": n, "same_text": sum(a == b for a, b in texts),
+                         "one_text_starts_the_other": sum(a.startswith(b) or b.startswith(a) for a, b in texts),
                          "same_action": sum(a.action == b.action for a, b in pairs),
-                         "examples": [[a.text, b.text] for a, b in pairs[:3]]}
+                         "replies": [[a.text, b.text] for a, b in pairs]}
     record = {"commit": commit(), "loadavg": os.getloadavg(), "temperature": 0.0, **found}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
-    print(json.dumps({p: {k: v for k, v in found[p].items() if k != "examples"} for p in found}), flush=True)
+    print(json.dumps({p: {k: v for k, v in found[p].items() if k != "replies"} for p in found}), flush=True)
     return record
 
 
@@ -185,27 +187,31 @@ def _cell(data: dict[str, Any], k: int, t: int) -> str:
 
 def tables(folder: Path) -> str:
     """The markdown tables of every kept run: Pass@(K,T) with 95 % CIs, behaviour, cost."""
-    rows = ["| env | prompt | backend | tasks × attempts | Pass@(K,T) [95 % CI] | expert agreement | "
-            "invalid / no-effect per episode | tokens per turn (prompt + completion) | wall s |",
-            "|---|---|---|---|---|---|---|---|---|"]
+    rows = ["| env (split) | prompt | backend | tasks × attempts | Pass@1 at T (95 % CI) | Pass@K at max T | "
+            "expert agreement | invalid / no-effect per episode | tokens per turn (prompt + reply) | wall s |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
     for run in RUNS:
         if not (folder / run.name / "passkt.json").is_file():
             continue
         data = json.loads((folder / run.name / "passkt.json").read_text())
         meta = json.loads((folder / run.name / "run.json").read_text())
-        cells = "; ".join(f"K={k},T={t}: {_cell(data, k, t)}" for k in data["ks"] for t in data["ts"])
+        k, t = data["ks"][-1], data["ts"][-1]
+        pass1 = "; ".join(f"T={t_}: {_cell(data, 1, t_)}" for t_ in data["ts"])
         metrics, usage, steps = data["metrics"], data["usage"], data["timing"]["steps"]
         errors, episodes = metrics["error_recovery"]["errors_by_kind"], data["tasks"] * data["attempts"]
         tokens = (f"{usage['prompt_tokens'] / steps:.0f} + {usage['completion_tokens'] / steps:.1f}"
                   if usage.get("prompt_tokens") and steps else "n/a")
-        rows.append(f"| {data['env_id']} | {run.prompt} | {run.backend} | {data['tasks']} × {data['attempts']} | "
-                    f"{cells} | {metrics['decision_quality']['overall']:.2f} | "
+        split = data["config"]["env_kwargs"].get("split")
+        rows.append(f"| {data['env_id']} ({split}) | {run.prompt} | {run.backend} | {data['tasks']} × {data['attempts']} | "
+                    f"{pass1} | K={k},T={t}: {_cell(data, k, t)} | {metrics['decision_quality']['overall']:.2f} | "
                     f"{errors['invalid'] / episodes:.2f} / {errors['no_effect'] / episodes:.2f} | {tokens} | "
                     f"{meta['wall_s']:.0f} |")
     if (folder / "agreement.json").is_file():
         found = json.loads((folder / "agreement.json").read_text())
-        rows += ["", "| prompt | first-turn prompts | same reply text | same command |", "|---|---|---|---|"]
-        rows += [f"| {p} | {found[p]['prompts']} | {found[p]['same_text']} | {found[p]['same_action']} |"
+        rows += ["", "| prompt | first-turn prompts | same reply text | one reply starts the other | same command |",
+                 "|---|---|---|---|---|"]
+        rows += [f"| {p} | {found[p]['prompts']} | {found[p]['same_text']} | "
+                 f"{found[p].get('one_text_starts_the_other', 'n/a')} | {found[p]['same_action']} |"
                  for p in PROMPTS if p in found]
     return "\n".join(rows)
 
