@@ -188,7 +188,7 @@ def _cell(data: dict[str, Any], k: int, t: int) -> str:
 def tables(folder: Path) -> str:
     """The markdown tables of every kept run: Pass@(K,T) with 95 % CIs, behaviour, cost."""
     rows = ["| env (split) | prompt | backend | tasks × attempts | Pass@1 at T (95 % CI) | Pass@K at max T | "
-            "expert agreement | invalid / no-effect per episode | tokens per turn (prompt + reply) | wall s |",
+            "expert agreement | invalid / no-effect / losing turns per episode | tokens per turn (prompt + reply) | wall s |",
             "|---|---|---|---|---|---|---|---|---|---|"]
     for run in RUNS:
         if not (folder / run.name / "passkt.json").is_file():
@@ -204,7 +204,8 @@ def tables(folder: Path) -> str:
         split = data["config"]["env_kwargs"].get("split")
         rows.append(f"| {data['env_id']} ({split}) | {run.prompt} | {run.backend} | {data['tasks']} × {data['attempts']} | "
                     f"{pass1} | K={k},T={t}: {_cell(data, k, t)} | {metrics['decision_quality']['overall']:.2f} | "
-                    f"{errors['invalid'] / episodes:.2f} / {errors['no_effect'] / episodes:.2f} | {tokens} | "
+                    f"{errors['invalid'] / episodes:.2f} / {errors['no_effect'] / episodes:.2f} / {errors['loss'] / episodes:.2f} | "
+                    f"{tokens} | "
                     f"{meta['wall_s']:.0f} |")
     if (folder / "agreement.json").is_file():
         found = json.loads((folder / "agreement.json").read_text())
