@@ -30,7 +30,7 @@ from typing import Any
 
 from agentgym_budget.policies.base import PolicyReply, register_policy
 from agentgym_budget.policies.chat import ChatBackend, Completion, Message, Sampling
-from agentgym_budget.policies.prompting import (SYSTEM_PROMPT, build_messages, chat_messages, check_matching,
+from agentgym_budget.policies.prompting import (PROMPTS, Example, build_messages, chat_messages, check_matching,
                                                 parse_action, split_budget, strip_imagined_observation,
                                                 turn_message, written_command)
 from agentgym_budget.seeds import turn_seed
@@ -87,19 +87,40 @@ class LLMPolicy:
             (:func:`~agentgym_budget.policies.prompting.parse_action`): ``"exact"`` (up to case,
             whitespace and trailing punctuation; anything else is played as written) or
             ``"fuzzy"`` (also a misspelling, never a different number or word).
+        prompt: the named instructions used when ``system_prompt`` is not given
+            (:data:`~agentgym_budget.policies.prompting.PROMPTS`): ``"react"`` (the default,
+            ``Thought:``/``Action:``) or ``"action"`` (one ``Action:`` line, a command copied from
+            the list: for small models, with ``stop="\n"``).
+        few_shot_env: show a worked example before the conversation: an episode of this env id
+            (without budget, e.g. ``KeyDoor-v0``) made with ``split="train"`` and played by its
+            expert (:func:`~agentgym_budget.policies.few_shot.expert_example`), rendered by the same
+            ``turn_message`` (``list_admissible`` applies); ``None``: zero-shot.
+        few_shot_seed, few_shot_candidates: the example is the shortest won expert episode of the
+            reset seeds ``few_shot_seed ..`` (``few_shot_candidates`` of them).
+
+    Example (a few-shot conversation: system, the worked example, then this episode):
+        >>> from types import SimpleNamespace
+        >>> policy = LLMPolicy(SimpleNamespace(name="none"), prompt="action", few_shot_env="KeyDoor-v0")
+        >>> info = {"task": "open the blue door", "admissible_commands": ["take key", "open blue door"]}
+        >>> [m["role"] for m in policy.messages(policy.start(0), "A hall.", info)]
+        ['system', 'user', 'assistant', 'user', 'assistant', 'user']
     """
 
     llm = True  # the evaluator keeps transcripts of LLM policies by default
 
     def __init__(self, backend: ChatBackend, sampling: Sampling = Sampling(), *, show_budget: bool = False,
                  list_admissible: bool = True, max_turns_shown: int | None = 20,
-                 system_prompt: str = SYSTEM_PROMPT, history: str = "replies", action_matching: str = "exact") -> None:
+                 system_prompt: str | None = None, history: str = "replies", action_matching: str = "exact",
+                 prompt: str = "react", few_shot_env: str | None = None, few_shot_seed: int = 0,
+                 few_shot_candidates: int = 1) -> None:
         if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.max_new_tokens < 1:
             raise ValueError(f"need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1, got {sampling}")
         if max_turns_shown is not None and max_turns_shown < 1:
             raise ValueError(f"max_turns_shown must be >= 1 or None, got {max_turns_shown}")
         if history not in HISTORIES:
             raise ValueError(f"history must be one of {HISTORIES}, got {history!r}")
+        if prompt not in PROMPTS:
+            raise ValueError(f"prompt must be one of {sorted(PROMPTS)}, got {prompt!r}")
         self.history = history
         self.action_matching = check_matching(action_matching)
         self.backend, self.sampling = backend, sampling
@@ -107,7 +128,14 @@ class LLMPolicy:
         self.show_budget = self.reads_budget = bool(show_budget)
         self.list_admissible = bool(list_admissible)
         self.max_turns_shown = max_turns_shown
-        self.system_prompt = system_prompt
+        self.system_prompt = PROMPTS[prompt] if system_prompt is None else system_prompt
+        self.few_shot_env = few_shot_env
+        self.examples: tuple[Example, ...] = ()
+        if few_shot_env is not None:
+            from agentgym_budget.policies.few_shot import expert_example
+
+            self.examples = (expert_example(str(few_shot_env), int(few_shot_seed), list_commands=self.list_admissible,
+                                            candidates=int(few_shot_candidates)),)
         self._episode = LLMEpisode(seed=0)
 
     @property
@@ -132,9 +160,10 @@ class LLMPolicy:
             first = self._first_shown(state)
             replies = [reply for _, reply in state.history[first:]]
             return chat_messages(task, [*zip(state.shown[first:], replies), (new, None)],
-                                 system_prompt=self.system_prompt)
+                                 system_prompt=self.system_prompt, examples=self.examples)
         return build_messages(task, [*state.history, (split_budget(obs, info)[0], None)], last_message=new,
-                              max_turns_shown=self.max_turns_shown, system_prompt=self.system_prompt)
+                              max_turns_shown=self.max_turns_shown, system_prompt=self.system_prompt,
+                              examples=self.examples)
 
     def act_batch(self, states: Sequence[LLMEpisode], observations: Sequence[str],
                   infos: Sequence[dict[str, Any]]) -> list[PolicyReply]:

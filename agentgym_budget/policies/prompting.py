@@ -54,15 +54,27 @@ from typing import Any
 from agentgym_budget.policies.chat import Message
 from agentgym_budget.wrappers.budget_core import BUDGET_SEPARATOR, DEFAULT_BUDGET_TEMPLATE
 
-__all__ = ["ACTION_MATCHING", "SYSTEM_PROMPT", "budget_line", "build_messages", "chat_messages", "check_matching",
-           "parse_action", "render_plain", "split_budget", "strip_imagined_observation", "system_message",
-           "turn_message", "user_message", "written_command"]
+__all__ = ["ACTION_MATCHING", "ACTION_PROMPT", "PROMPTS", "SYSTEM_PROMPT", "Example", "budget_line", "build_messages",
+           "chat_messages", "check_matching", "parse_action", "render_plain", "split_budget", "strip_imagined_observation", "system_message",
+           "task_line", "turn_message", "user_message", "written_command"]
 
 #: The instructions at the top of every conversation (the task follows them).
 SYSTEM_PROMPT = (
     "You are an agent acting in a text environment. At each turn, think briefly, then give "
     "exactly one command.\nAnswer in the form:\nThought: <your reasoning>\nAction: <one command>"
 )
+
+#: A stricter reply format for small models: one ``Action:`` line, a command copied from the list.
+ACTION_PROMPT = (
+    "You are an agent acting in a text environment. At each turn, choose one of the available commands.\n"
+    "Reply with exactly one line: Action: <one of the available commands, copied exactly>\n"
+    "Write nothing else."
+)
+#: The named system prompts (``LLMPolicy(prompt=...)``): ``react`` is the default.
+PROMPTS: dict[str, str] = {"react": SYSTEM_PROMPT, "action": ACTION_PROMPT}
+
+#: A worked example for a few-shot conversation: ``(task, [(user message, reply), ...])``.
+Example = tuple[str, Sequence[tuple[str, str]]]
 
 _ACTION_LINE = re.compile(r"^\s*action\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
 _THOUGHT_LINE = re.compile(r"^\s*(think|thought)\s*:", re.IGNORECASE)
@@ -87,6 +99,7 @@ def build_messages(
     max_turns_shown: int | None = None,
     system_prompt: str = SYSTEM_PROMPT,
     last_message: str | None = None,
+    examples: Sequence[Example] = (),
 ) -> list[Message]:
     """The chat messages for the next reply.
 
@@ -105,6 +118,7 @@ def build_messages(
         system_prompt: the instructions (the task is appended to them).
         last_message: the last turn's user message as written (then ``budget_text`` and
             ``admissible`` are not used).
+        examples: worked examples shown before the conversation (:func:`chat_messages`).
     """
     turns = list(history)
     if max_turns_shown is not None and len(turns) > max_turns_shown:
@@ -115,7 +129,7 @@ def build_messages(
         messages.append(last_message if last_message is not None else
                         user_message(turns[last][0], budget_text=budget_text, admissible=admissible))
     return chat_messages(task, [(message, reply) for message, (_, reply) in zip(messages, turns)],
-                         system_prompt=system_prompt)
+                         system_prompt=system_prompt, examples=examples)
 
 
 def turn_message(observation: str, info: Mapping[str, Any], *, show_budget: bool = False,
@@ -212,22 +226,53 @@ def system_message(task: str, system_prompt: str = SYSTEM_PROMPT) -> Message:
         >>> system_message("open the door", "Act.")["content"]
         'Act.\\n\\nYour task is to: open the door'
     """
-    return {"role": "system", "content": f"{system_prompt}\n\nYour task is to: {task}"}
+    return {"role": "system", "content": f"{system_prompt}\n\n{task_line(task)}"}
 
 
 def chat_messages(task: str, turns: Sequence[tuple[str, str | None]], *,
-                  system_prompt: str = SYSTEM_PROMPT) -> list[Message]:
+                  system_prompt: str = SYSTEM_PROMPT, examples: Sequence[Example] = ()) -> list[Message]:
     """The system message with the task, then per turn its ``user`` message and (when written) the ``assistant`` reply.
 
     ``turns``: ``(user message, reply)`` pairs, the messages already written
     (:func:`user_message`); the last reply is ``None`` (the one to generate).
 
+    ``examples`` (few-shot): worked episodes, each ``(its task, [(user message, reply), ...])``
+    as :func:`turn_message` wrote them, placed after the system message as ``user``/``assistant``
+    exchanges.  Then every episode's first user message — each example's and this conversation's
+    first one shown — begins with its own task line (:func:`task_line`), so the model reads
+    which task each exchange is about; without examples nothing changes.
+
     Example:
         >>> [m["role"] for m in chat_messages("t", [("Observation: a", "Action: look"), ("Observation: b", None)])]
         ['system', 'user', 'assistant', 'user']
+        >>> shots = [("open the red door", [("Observation: a hall", "Action: take key")])]
+        >>> messages = chat_messages("open the blue door", [("Observation: b", None)], examples=shots)
+        >>> [(m["role"], m["content"].splitlines()[0]) for m in messages[1:]]
+        [('user', 'Your task is to: open the red door'), ('assistant', 'Action: take key'), ('user', 'Your task is to: open the blue door')]
     """
     messages: list[Message] = [system_message(task, system_prompt)]
-    for content, reply in turns:
+    for example_task, example_turns in examples:
+        messages += _exchanges(example_task, list(example_turns))
+    messages += _exchanges(task if examples else None, list(turns))
+    return messages
+
+
+def task_line(task: str) -> str:
+    """The line that opens an episode's first user message in a few-shot conversation.
+
+    Example:
+        >>> task_line("open the door")
+        'Your task is to: open the door'
+    """
+    return f"Your task is to: {task}"
+
+
+def _exchanges(task: str | None, turns: Sequence[tuple[str, str | None]]) -> list[Message]:
+    """``user``/``assistant`` messages of ``turns``; the first user message opens with ``task``'s line when given."""
+    messages: list[Message] = []
+    for index, (content, reply) in enumerate(turns):
+        if index == 0 and task is not None:
+            content = f"{task_line(task)}\n{content}"
         messages.append({"role": "user", "content": content})
         if reply is not None:
             messages.append({"role": "assistant", "content": reply})
