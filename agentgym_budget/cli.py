@@ -310,30 +310,32 @@ _PROBE_SETTINGS = ("env_id", "policy", "policy_kwargs", "env_kwargs", "seed")
 
 
 def _add_probe_parser(sub: Any) -> None:
+    from agentgym_budget.eval.command_settings import ProbeSettings
     from agentgym_budget.eval.config import EvalConfig
     from agentgym_budget.flags import add_arguments
 
     pr = sub.add_parser("probe", help="single-step quality of a policy on a fixed, seeded set of probe states")
     add_arguments(pr, EvalConfig, show_default=False, only=_PROBE_SETTINGS)  # --seed: the same as eval's, its tasks
-    pr.add_argument("--probes", type=int, default=50, help="probe states (default 50; two per task)")
-    pr.add_argument("--horizon", type=int, default=50, help="expert turns allowed after the probe action")
-    pr.add_argument("--out", default="results", help="folder for probes.json (default results/)")
+    add_arguments(pr, ProbeSettings, show_default=False)
 
 
 def _probe(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     import agentgym_budget  # noqa: F401  (registers the envs)
+    from agentgym_budget.eval.command_settings import ProbeSettings
     from agentgym_budget.eval.config import EvalConfig
     from agentgym_budget.eval.evaluate import build_policy
     from agentgym_budget.eval.probes import build_probes, probe_table, run_probes, write_probes
     from agentgym_budget.flags import from_arguments
 
     config: EvalConfig = from_arguments(EvalConfig, args, only=_PROBE_SETTINGS)  # checked as eval's are
+    settings: ProbeSettings = from_arguments(ProbeSettings, args)
     policy = build_policy(str(config.policy), config.policy_kwargs)  # a wrong --policy-arg: one line, as in eval
-    probes = build_probes(config.env_id, args.probes, config.seed, config.env_kwargs)
-    outcome = run_probes(config.env_id, policy, probes, config.env_kwargs, seed=config.seed, horizon=args.horizon)
-    path = write_probes(Path(args.out), config.env_id, str(config.policy), outcome)
+    probes = build_probes(config.env_id, settings.probes, config.seed, config.env_kwargs)
+    outcome = run_probes(config.env_id, policy, probes, config.env_kwargs, seed=config.seed, horizon=settings.horizon,
+                         concurrency=settings.concurrency)
+    path = write_probes(Path(settings.out), config.env_id, str(config.policy), outcome)
     console = Console()
     console.print(probe_table(config.env_id, str(config.policy), outcome))
     console.print(f"wrote {path}")

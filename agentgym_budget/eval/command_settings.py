@@ -1,4 +1,4 @@
-"""The settings of the ``report``, ``compare`` and ``aggregate`` commands, each a dataclass whose fields make its flags.
+"""The settings of the ``report``, ``compare``, ``aggregate`` and ``probe`` commands, each a dataclass whose fields make its flags.
 
 As :class:`~agentgym_budget.eval.config.EvalConfig` does for ``eval`` (and ``TrainConfig`` for
 ``train``): the docstring under a field is its ``--help`` text, and the command line is generated
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from agentgym_budget.eval.config import MAX_BOOTSTRAP
 from agentgym_budget.flags import flag, parse_int
 
-__all__ = ["AggregateSettings", "CompareSettings", "ReportSettings"]
+__all__ = ["AggregateSettings", "CompareSettings", "ProbeSettings", "ReportSettings"]
 
 
 @dataclass(frozen=True)
@@ -65,3 +65,17 @@ class AggregateSettings:
     """folder for aggregate.json and aggregate.csv"""
     level: float = field(default=0.95, metadata=flag(type=float))
     """CI level (default 0.95)"""
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    """``agentgym-budget probe``'s own settings (the env, policy and seed are ``eval``'s: ``EvalConfig``'s flags)."""
+
+    probes: int = field(default=50, metadata=flag(type=parse_int(1, 1_000_000)))
+    """probe states (default 50; two per task)"""
+    horizon: int = field(default=50, metadata=flag(type=parse_int(1, 1_000_000)))
+    """expert turns allowed after the probe action"""
+    out: str = field(default="results", metadata=flag(type=str))
+    """folder for probes.json (default results/)"""
+    concurrency: int = field(default=1, metadata=flag(type=parse_int(1, 4096)))
+    """probes in flight at once (an LLM policy answers them in one batch); the outcomes do not depend on it"""
