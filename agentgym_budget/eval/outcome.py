@@ -1,4 +1,5 @@
-"""When an episode is over: one definition for every loop.
+"""When an episode is over: one definition for every loop (:func:`episode_over`, defined with the loop
+itself in :mod:`agentgym_budget.policies.episodes` and re-exported here).
 
 The evaluator's :class:`~agentgym_budget.eval.runner.EpisodeRunner`, the trainer's
 :func:`~agentgym_budget.train.rollout.collect_episodes` and
@@ -21,11 +22,6 @@ Example:
 
 from __future__ import annotations
 
+from agentgym_budget.policies.episodes import episode_over
+
 __all__ = ["episode_over"]
-
-
-def episode_over(terminated: bool, truncated: bool, won: bool = False, *, stop_at_win: bool = False) -> bool:
-    """Whether the episode has ended: the env ended it, the budget truncated it, or
-    (``stop_at_win``) the task is ``won`` though the env plays on."""
-    return bool(terminated or truncated or (stop_at_win and won))
-

@@ -1,7 +1,7 @@
 """Playing episodes: :class:`EpisodeRunner` keeps up to ``spec.concurrency`` episodes in flight.
 
-The loop itself is :func:`play_episodes`, which the trainer's
-:func:`~agentgym_budget.train.rollout.collect_episodes` shares (recording tokens instead of
+The loop itself is :func:`~agentgym_budget.policies.episodes.play_episodes` (re-exported here), which
+the trainer's :func:`~agentgym_budget.train.rollout.collect_episodes` shares (recording tokens instead of
 per-turn facts).  Every executor hands its jobs to an :class:`EpisodeRunner`, which keeps up to
 ``spec.concurrency`` episodes in flight on as many env copies: each round it asks the policy
 for the actions of all running episodes in one
@@ -25,16 +25,14 @@ runner per process, jobs sent task by task).  Another backend implements the
 from __future__ import annotations
 
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import gymnasium as gym
 
 from agentgym_budget.envs.registration import make_budget_env
-from agentgym_budget.eval.outcome import episode_over
 from agentgym_budget.eval.records import (
     TURN_FACTS,
     EpisodeJob,
@@ -45,6 +43,7 @@ from agentgym_budget.eval.records import (
     turn_facts,
 )
 from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
+from agentgym_budget.policies.episodes import EpisodeInFlight, episode_over, play_episodes
 from agentgym_budget.seeds import attempt_seed, task_seed
 from agentgym_budget.wrappers.budget import TurnBudget
 
@@ -145,74 +144,6 @@ class _EpisodeInFlight:
 
 def _add(total: int | None, value: int | None) -> int | None:
     return total if value is None else (total or 0) + value
-
-
-class EpisodeInFlight(Protocol):
-    """An episode being played, as :func:`play_episodes` sees it; what it records is its own."""
-
-    state: Any  # the policy's state for this episode (from BatchPolicy.start)
-    obs: Any
-    info: dict[str, Any]
-    done: bool
-
-    def step(self, reply: PolicyReply) -> None:
-        """Play the policy's reply in the env; set ``done`` once the episode is over."""
-
-
-Episode = TypeVar("Episode", bound=EpisodeInFlight)
-
-
-def play_episodes(policy: BatchPolicy, starts: Iterable[Callable[[], Episode]], concurrency: int,
-                  on_end: Callable[[Episode], None], stop: Callable[[], bool] | None = None) -> None:
-    """The episode loop of evaluation and training: up to ``concurrency`` episodes in flight, one
-    ``act_batch`` call per round for all of them.
-
-    ``starts`` are called in order, each when a place is free, and give the started episode
-    (which resets its env); one that is already ``done`` (its env failed at reset) ends at once.
-    Each ended episode is released by the policy, then passed to ``on_end``.  ``stop`` is asked
-    before every round; once it answers true the episodes still running are abandoned.
-
-    Example:
-        >>> from agentgym_budget.policies.base import SequentialBatchPolicy
-        >>> class Look:  # a plain policy
-        ...     name, reads_budget = "look", False
-        ...     def reset(self, seed=None): pass
-        ...     def act(self, obs, info): return "look"
-        >>> class Countdown:  # an episode of 3 turns that records its actions
-        ...     def __init__(self, policy):
-        ...         self.state, self.obs, self.info, self.done, self.actions = policy.start(0), "", {}, False, []
-        ...     def step(self, reply):
-        ...         self.actions.append(reply.action)
-        ...         self.done = len(self.actions) == 3
-        >>> policy = SequentialBatchPolicy(Look())
-        >>> ended = []
-        >>> play_episodes(policy, [lambda: Countdown(policy)] * 2, concurrency=2, on_end=ended.append)
-        >>> [e.actions for e in ended]
-        [['look', 'look', 'look'], ['look', 'look', 'look']]
-    """
-    pending = deque(starts)
-    running: list[Episode] = []
-    while (pending or running) and not (stop is not None and stop()):
-        while pending and len(running) < concurrency:
-            episode = pending.popleft()()
-            if episode.done:
-                _end(policy, episode, on_end)
-            else:
-                running.append(episode)
-        if not running:
-            continue
-        replies = policy.act_batch([e.state for e in running], [e.obs for e in running], [e.info for e in running])
-        for episode, reply in zip(running, replies):
-            episode.step(reply)
-            if episode.done:
-                _end(policy, episode, on_end)
-        running = [episode for episode in running if not episode.done]
-
-
-def _end(policy: BatchPolicy, episode: Episode, on_end: Callable[[Episode], None]) -> None:
-    if hasattr(policy, "release"):
-        policy.release(episode.state)
-    on_end(episode)
 
 
 class EpisodeRunner:
