@@ -91,10 +91,13 @@ def _parser() -> argparse.ArgumentParser:
 
     sub.add_parser("list", help="registered envs, their backends and whether each is installed")
 
-    from agentgym_budget.train.config import add_config_arguments  # torch-free: only the flags
+    from agentgym_budget.train.config import SFTConfig, add_config_arguments  # torch-free: only the flags
 
     add_config_arguments(sub.add_parser(
         "train", help="reference GRPO/RLOO LLM trainer: fixed, BudgetMix or curriculum budgets (extra 'llm')"))
+    add_config_arguments(sub.add_parser(
+        "sft", help="SFT warm start: clone expert or random-format play on the training split, save the model for "
+                    "'train --model FOLDER' and the data as a chat dataset (extras 'llm', 'trl')"), SFTConfig)
     return parser
 
 
@@ -410,6 +413,18 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sft(args: argparse.Namespace) -> int:
+    from agentgym_budget.train.config import SFTConfig, config_from_arguments
+    from agentgym_budget.train.sft import sft
+
+    config = config_from_arguments(args, SFTConfig)
+    summary = sft(config)
+    print(f"sft: {summary['episodes']} {config.source} episodes, {summary['turns']} turns; reply loss "
+          f"{summary['reply_loss_before']:.3f} -> {summary['reply_loss_after']:.3f} after {config.steps} steps "
+          f"({summary['seconds']:.0f} s); model, tokenizer and dataset/ in {config.output_dir}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
     args = _parser().parse_args(argv)
@@ -420,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from agentgym_budget.policies.served import ServedModelError
 
     command = {"eval": _eval, "report": _report, "compare": _compare, "probe": _probe, "aggregate": _aggregate,
-               "list": _list, "train": _train}[args.command]
+               "list": _list, "train": _train, "sft": _sft}[args.command]
     try:
         return command(args)
     except (MissingBackendError, ValueError, OSError, GymError) as e:  # the user's mistake: one line, no traceback

@@ -79,14 +79,14 @@ def count_turns(env_id: str, budget: str, episodes: int, warmup_steps: int, max_
     from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
     from agentgym_budget.train import TrainConfig
     from agentgym_budget.train.rollout import make_train_env, training_policy
-    from agentgym_budget.train.warmup import format_warmup
+    from agentgym_budget.train.sft import format_warmup
 
     torch.set_num_threads(1)
     start = time.perf_counter()
     model, tokenizer = tiny_model_and_tokenizer(env_id, seed=seed)
-    format_warmup(model, tokenizer, env_id, steps=warmup_steps, seed=seed)
-    print(f"{env_id}: format warm-up {warmup_steps} steps ({time.perf_counter() - start:.0f} s)", flush=True)
     config = TrainConfig(env_id=env_id, budget=budget, max_new_tokens=max_new_tokens, seed=seed)
+    format_warmup(model, tokenizer, config, steps=warmup_steps)
+    print(f"{env_id}: format warm-up {warmup_steps} steps ({time.perf_counter() - start:.0f} s)", flush=True)
     policy = training_policy(model.eval(), tokenizer, config)
     counts: Counter = Counter()
     for first in range(0, episodes, batch):

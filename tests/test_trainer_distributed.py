@@ -97,9 +97,10 @@ def test_two_processes_take_the_same_steps_as_one_and_resume(strategy, one_proce
         assert row_a["learning_rate"] == pytest.approx(row_b["learning_rate"], rel=1e-12)
     # the model did move: the comparison is not between two untouched initialisations
     from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
-    from agentgym_budget.train.warmup import format_warmup
+    from agentgym_budget.train.config import TrainConfig
+    from agentgym_budget.train.sft import format_warmup
 
     start, start_tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=1)
-    format_warmup(start, start_tokenizer, "KeyDoor-v0", steps=10, seed=1)
+    format_warmup(start, start_tokenizer, TrainConfig(env_id="KeyDoor-v0", seed=1), steps=10)
     moved = max(float((start.state_dict()[k] - one[k]).abs().max()) for k in one if k in start.state_dict())
     assert moved > 100 * ATOL

@@ -2,15 +2,15 @@
 
 For tests, CI, smoke runs and CPU learning checks: no hub download, built in about a second.
 The tokenizer is byte-level BPE (any text encodes) with merges learnt from the conversations
-that :func:`~agentgym_budget.policies.prompting.build_messages` writes for episodes of the env
-(random and expert play), so the env's stock phrases are a token or two each.  It has no chat
+the LLM policy renders for episodes of the env's training split (random and expert play,
+:func:`env_corpus`), so the env's stock phrases are a token or two each.  It has no chat
 template: the LLM layer writes its conversations as one ReAct text
 (:func:`~agentgym_budget.policies.prompting.render_plain`), the format of the trainer's
 earlier runs.  ChatML's ``<|im_start|>``/``<|im_end|>`` are in its vocabulary, so a server
 that applies ChatML itself (llama.cpp's ``--chat_format chatml``) tokenises them as one token
 each.  Replies end with ``<|im_end|>``.  The model is a randomly initialised 2-layer ``Qwen2ForCausalLM``
 — the architecture of Qwen2.5, at toy size.  It is what ``--policy hf --policy-arg model=tiny``
-and the trainer's ``--model tiny`` build; ``train.warmup.format_warmup`` teaches it the reply
+and the trainer's ``--model tiny`` build; ``train.sft.format_warmup`` teaches it the reply
 format.
 
 Example:
@@ -29,20 +29,16 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-import gymnasium as gym
-import numpy as np
-
 from agentgym_budget._optional import require
-from agentgym_budget.policies.chat import Message
-from agentgym_budget.policies.prompting import SYSTEM_PROMPT, build_messages, render_plain
+from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.policies.demonstrations import play_demonstrations, training_env_kwargs
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, render_plain
 
 __all__ = [
     "END_OF_TURN",
     "PAD_TOKEN",
     "build_tokenizer",
     "env_corpus",
-    "random_play_samples",
-    "reply_text",
     "tiny_model",
     "tiny_model_and_tokenizer",
 ]
@@ -51,48 +47,29 @@ PAD_TOKEN = "<|endoftext|>"
 START_OF_TURN = "<|im_start|>"
 END_OF_TURN = "<|im_end|>"  # the end-of-sequence token of a reply
 
-def reply_text(action: str) -> str:
-    """The reply format the tiny model is warmed up to (it follows the prompt's ``Thought:``)."""
-    return f" I should {action}.\nAction: {action}"
+def env_corpus(env_id: str, episodes: int = 40, seed: int = 0, max_turns: int = 8) -> list[str]:
+    """Text to learn the tokenizer from: the prompts and replies of random and expert play on the training split.
 
-
-def random_play_samples(
-    env_id: str, episodes: int, seed: int = 0, max_turns: int = 8, expert_every: int = 0
-) -> list[tuple[list[Message], str]]:
-    """``(messages, reply)`` pairs from playing ``env_id`` with uniformly random admissible commands.
-
-    The messages are what the trainer's LLM policy shows the model at that turn (admissible
-    commands listed, earlier turns as ``Action: <command>``).  With ``expert_every=n > 0`` every n-th
-    episode follows the expert instead (for tokenizer text only: the warm-up uses random play,
-    which carries no knowledge of the task).
+    :func:`~agentgym_budget.policies.demonstrations.play_demonstrations` plays the episodes (half
+    random, half expert where the env has one) on ``env_id``'s training split
+    (:func:`~agentgym_budget.policies.demonstrations.training_env_kwargs`: KeyDoor's held-out door
+    pairs never appear) under a budget of ``max_turns``, rendered by the LLM policy the trainer uses
+    (earlier turns as ``Action: <command>``, admissible commands listed).
     """
-    import agentgym_budget  # noqa: F401  (registers the ids)
+    kwargs = training_env_kwargs(env_id)
+    options = {"history": "actions"}
 
-    env = gym.make(env_id)
-    rng = np.random.default_rng(seed)
-    pairs = []
-    for episode in range(episodes):
-        obs, info = env.reset(seed=seed + episode)
-        history: list[tuple[str, str | None]] = []
-        for _ in range(max_turns):
-            admissible = list(info["admissible_commands"])
-            use_expert = expert_every and episode % expert_every == 0 and "expert_action" in info
-            action = info["expert_action"] if use_expert else str(rng.choice(admissible))
-            messages = build_messages(info["task"], [*history, (obs, None)], admissible=admissible)
-            pairs.append((messages, reply_text(action)))
-            history.append((obs, f"Action: {action}"))  # as the trainer's policy shows earlier turns
-            obs, _, terminated, truncated, info = env.step(action)
-            if terminated or truncated:
-                break
-    env.close()
-    return pairs
+    def make() -> Any:
+        return make_budget_env(env_id, max_turns, **kwargs)
 
-
-def env_corpus(env_id: str, episodes: int = 40, seed: int = 0) -> list[str]:
-    """Text to learn the tokenizer from: the messages and replies of random and expert play."""
-    pairs = random_play_samples(env_id, episodes, seed=seed, expert_every=2)
+    played = play_demonstrations(make, "random", episodes - episodes // 2, seed, policy_options=options)
+    try:
+        played += play_demonstrations(make, "expert", episodes // 2, seed + episodes, policy_options=options)
+    except ValueError:  # no expert in this env: random play only
+        played += play_demonstrations(make, "random", episodes // 2, seed + episodes, policy_options=options)
+    turns = [turn for episode in played for turn in episode]
     # whole prompts as the model will see them, so that merges span the prompt's stock phrases
-    return [SYSTEM_PROMPT] + [text for messages, reply in pairs for text in (render_plain(messages), reply)]
+    return [SYSTEM_PROMPT] + [text for turn in turns for text in (render_plain(turn.messages), turn.reply)]
 
 
 def build_tokenizer(corpus: Iterable[str], vocab_size: int = 512, max_token_length: int = 12) -> Any:

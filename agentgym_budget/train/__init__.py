@@ -3,12 +3,13 @@
 Needs torch and transformers (extra ``llm``), imported when a trainer name is first used;
 ``import agentgym_budget`` and ``agentgym_budget.train.config`` do not import them.
 
-* :mod:`~agentgym_budget.train.config` — :class:`TrainConfig`, every hyperparameter;
+* :mod:`~agentgym_budget.train.config` — :class:`TrainConfig`, every hyperparameter (and :class:`SFTConfig`);
 * :mod:`~agentgym_budget.train.rollout` — multi-turn episode collection through the LLM policy layer;
 * :mod:`~agentgym_budget.train.grpo` — group advantages, turn samples, action log-probs;
 * :mod:`~agentgym_budget.train.kernels` — fused chunked log-probs and the policy loss;
 * :mod:`~agentgym_budget.train.trainer` — the loop, checkpoints, evaluation, logging;
-* :mod:`~agentgym_budget.train.warmup` — the tiny model's format warm-up (the model itself:
+* :mod:`~agentgym_budget.train.sft` — SFT on demonstrations (expert or random play on the training
+  split): the warm start of any model, and the tiny model's format warm-up (the model itself:
   :mod:`agentgym_budget.policies.tiny_model`).
 
 Example:
@@ -26,7 +27,9 @@ _EXPORTS = {
     "keydoor_smoke_config": "agentgym_budget.train.config",
     "Episode": "agentgym_budget.train.rollout",
     "collect_episodes": "agentgym_budget.train.rollout",
-    "format_warmup": "agentgym_budget.train.warmup",
+    "format_warmup": "agentgym_budget.train.sft",
+    "sft": "agentgym_budget.train.sft",
+    "SFTConfig": "agentgym_budget.train.config",
     "make_train_env": "agentgym_budget.train.rollout",
     "tiny_model_and_tokenizer": "agentgym_budget.policies.tiny_model",
     "training_policy": "agentgym_budget.train.rollout",

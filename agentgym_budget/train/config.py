@@ -31,7 +31,8 @@ from agentgym_budget.flags import add_arguments, from_arguments
 from agentgym_budget.flags import flag_table as table_of_flags
 from agentgym_budget.wrappers.budget_spec import parse_budget_spec
 
-__all__ = ["TrainConfig", "add_config_arguments", "config_from_arguments", "flag_table", "keydoor_smoke_config"]
+__all__ = ["SFTConfig", "TrainConfig", "add_config_arguments", "config_from_arguments", "flag_table",
+           "keydoor_smoke_config"]
 
 #: ``None`` defaults resolved by the model: ``(for "tiny", for any other model)``.  The tiny values
 #: are those of ``benchmarks/learning_check.py`` (docs/trainer.md, "Measured here").
@@ -276,6 +277,95 @@ class TrainConfig:
         return cls(**data)
 
 
+#: Where SFT demonstrations come from (:data:`agentgym_budget.policies.demonstrations.SOURCES`).
+SFT_SOURCES = ("expert", "random")
+
+
+@dataclass
+class SFTConfig:
+    """The SFT warm start (``agentgym-budget sft``, :mod:`agentgym_budget.train.sft`): demonstrations
+    on the training split, cloned by supervised steps, the model saved for ``train --model FOLDER``.
+
+    The prompt settings (``budget``, ``show_budget``, ``history``, ``list_admissible``,
+    ``max_turns_shown``, ``max_prompt_tokens``) are the trainer's: give the same to ``train``.
+
+    Example:
+        >>> config = SFTConfig(source="random", steps=5)
+        >>> config.learning_rate, config.training_config().history
+        (0.003, 'actions')
+        >>> SFTConfig(source="teacher")
+        Traceback (most recent call last):
+        ...
+        ValueError: source must be one of ('expert', 'random'), got 'teacher'
+    """
+
+    env_id: str = "KeyDoor-v0"
+    """any registered text env id; the demonstrations are played on its training split"""
+    env_kwargs: dict[str, Any] = field(default_factory=dict)
+    """extra ``gym.make`` kwargs; ``split`` defaults to ``train`` where the family has a held-out split, and
+    any other split there is refused"""
+    budget: str = "fixed:4"
+    """the turn budget of the demonstrated episodes (as ``train --budget``)"""
+    show_budget: bool = False
+    """append ``[Turns left: x of T]`` to every observation (as ``train --show-budget``)"""
+    source: str = "expert"
+    """``expert`` (the env's expert: cloning it teaches the task) or ``random`` (uniformly random admissible
+    commands: the reply format only, reading the task is left to RL)"""
+    episodes: int = 200
+    """demonstrated episodes (episode i is reset with seed + i)"""
+    model: str = "tiny"
+    """``tiny`` (the offline tiny model for ``env_id``) or a HF name/path (e.g. SmolLM2-135M-Instruct)"""
+    steps: int = 100
+    """supervised optimizer steps"""
+    batch_size: int = 16
+    """demonstrated turns per step (drawn with replacement)"""
+    learning_rate: float | None = None
+    """AdamW learning rate (``None``: 3e-3 for ``tiny``, 1e-5 for any other model)"""
+    history: str = "actions"
+    """what earlier turns show of the model's replies (as ``train --history``)"""
+    list_admissible: bool = True
+    """list ``info["admissible_commands"]`` in the prompt (as ``train --list-admissible``)"""
+    max_turns_shown: int | None = 20
+    """at most this many recent turns in the prompt (as ``train --max-turns-shown``)"""
+    max_prompt_tokens: int = 1024
+    """demonstrated turns whose prompt is longer are dropped (as ``train --max-prompt-tokens``)"""
+    lora_r: int = 0
+    """LoRA rank via ``peft`` (0: full fine-tuning); the adapters are merged into the saved model"""
+    lora_alpha: float = 16.0
+    """LoRA scaling ``alpha``"""
+    lora_dropout: float = 0.0
+    """dropout on the LoRA path"""
+    output_dir: str = "runs/sft"
+    """the saved model and tokenizer (``save_pretrained``), ``sft.json`` (losses, settings), and the
+    demonstrations as a chat dataset in ``dataset/`` (``datasets.load_from_disk``)"""
+    seed: int = 0
+    """seeds the tiny model's init, the demonstrations (episode seeds) and the batch draws"""
+    device: str = "auto"
+    """``auto`` (cuda if available, else cpu), ``cpu``, ``cuda``, ..."""
+    torch_threads: int | None = None
+    """``torch.set_num_threads`` for CPU work (``None``: torch's default)"""
+
+    def __post_init__(self) -> None:
+        parse_budget_spec(self.budget)
+        _one_of("source", self.source, SFT_SOURCES)
+        if self.learning_rate is None:
+            self.learning_rate = 3e-3 if self.model == "tiny" else 1e-5
+        for name in ("episodes", "steps", "batch_size", "max_prompt_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.lora_r < 0:
+            raise ValueError(f"lora_r must be >= 0, got {self.lora_r}")
+        self.training_config()  # the prompt settings are checked where the trainer checks them
+
+    def training_config(self) -> TrainConfig:
+        """The :class:`TrainConfig` whose prompts these demonstrations share (env, budget, prompt settings)."""
+        return TrainConfig(env_id=self.env_id, env_kwargs=dict(self.env_kwargs), budget=self.budget,
+                           show_budget=self.show_budget, model=self.model, format_warmup_steps=0,
+                           history=self.history, list_admissible=self.list_admissible,
+                           max_turns_shown=self.max_turns_shown, max_prompt_tokens=self.max_prompt_tokens,
+                           seed=self.seed)
+
+
 def keydoor_smoke_config(seed: int = 0, **overrides: Any) -> TrainConfig:
     """The documented CPU smoke run (docs/trainer.md): BudgetMix GRPO of the tiny model on KeyDoor.
 
@@ -300,14 +390,15 @@ def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 
 
-def add_config_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """One ``--flag`` per :class:`TrainConfig` field (``env_id`` → ``--env-id``), help from its docs."""
-    return add_arguments(parser, TrainConfig)
+def add_config_arguments(parser: argparse.ArgumentParser, cls: type = TrainConfig) -> argparse.ArgumentParser:
+    """One ``--flag`` per field of ``cls`` (:class:`TrainConfig` or :class:`SFTConfig`; ``env_id`` →
+    ``--env-id``), help from its docs."""
+    return add_arguments(parser, cls)
 
 
-def config_from_arguments(args: argparse.Namespace) -> TrainConfig:
-    """The :class:`TrainConfig` of parsed :func:`add_config_arguments` flags."""
-    return from_arguments(TrainConfig, args)
+def config_from_arguments(args: argparse.Namespace, cls: type = TrainConfig) -> Any:
+    """The ``cls`` (:class:`TrainConfig` or :class:`SFTConfig`) of parsed :func:`add_config_arguments` flags."""
+    return from_arguments(cls, args)
 
 
 def flag_table() -> str:

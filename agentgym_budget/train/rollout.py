@@ -63,7 +63,7 @@ from agentgym_budget.text import admissibility, is_invalid, printable_line
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.wrappers import ProcessReward
 
-__all__ = ["Episode", "Turn", "collect_episodes", "make_train_env", "training_policy"]
+__all__ = ["Episode", "Turn", "collect_episodes", "make_train_env", "policy_options", "training_policy"]
 
 
 @dataclass
@@ -126,8 +126,19 @@ def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature
     sampling = Sampling(temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
                         max_new_tokens=config.max_new_tokens)
     backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})")
-    return LLMPolicy(backend, sampling, list_admissible=config.list_admissible, max_turns_shown=config.max_turns_shown,
-                     history=config.history, action_matching=config.action_matching)
+    return LLMPolicy(backend, sampling, **policy_options(config))
+
+
+def policy_options(config: TrainConfig) -> dict[str, Any]:
+    """The :class:`~agentgym_budget.policies.llm.LLMPolicy` settings of the trainer's policy: how its prompts
+    are rendered and its replies matched (SFT data is rendered with the same, :mod:`~agentgym_budget.train.sft`).
+
+    Example:
+        >>> policy_options(TrainConfig())
+        {'list_admissible': True, 'max_turns_shown': 20, 'history': 'actions', 'action_matching': 'exact'}
+    """
+    return {"list_admissible": config.list_admissible, "max_turns_shown": config.max_turns_shown,
+            "history": config.history, "action_matching": config.action_matching}
 
 
 @torch.no_grad()

@@ -51,7 +51,6 @@ import numpy as np
 import torch
 
 from agentgym_budget.envs.registration import budget_env_id
-from agentgym_budget.policies import hf
 from agentgym_budget.seeds import shard_shuffle_seed
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.grpo import (action_logprobs, collate, group_advantages,
@@ -62,7 +61,7 @@ from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, 
                                             load_optimizer_state, optimizer_state, wrap_for_training)
 from agentgym_budget.train.rollout import training_policy
 from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory, shard_seeds
-from agentgym_budget.train.warmup import format_warmup
+from agentgym_budget.train.sft import load_model_and_tokenizer, with_lora
 
 __all__ = ["Trainer", "load_model_and_tokenizer", "train"]
 
@@ -72,18 +71,6 @@ _CHECKPOINT_PREFIX = "update_"
 def train(config: TrainConfig, rollout_pool: RolloutPoolFactory | None = None) -> list[dict[str, float]]:
     """Build a :class:`Trainer` for ``config`` and run it; returns the per-update metrics."""
     return Trainer(config, rollout_pool).train()
-
-
-def load_model_and_tokenizer(name: str, env_id: str, seed: int, device: torch.device,
-                             format_warmup_steps: int = 0) -> tuple[Any, Any]:
-    """``"tiny"`` → the offline tiny model for ``env_id`` (after ``format_warmup_steps`` of
-    :func:`~agentgym_budget.train.warmup.format_warmup`); otherwise a local/cached HF model."""
-    model, tokenizer = hf.load_model_and_tokenizer(name, tiny_env=env_id, seed=seed)
-    if name == "tiny" and format_warmup_steps:
-        format_warmup(model, tokenizer, env_id, steps=format_warmup_steps, seed=seed)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
-    return model.to(device), tokenizer
 
 
 class _EpisodeFacts(NamedTuple):
@@ -116,20 +103,6 @@ class _ActionLogprobs(torch.nn.Module):
 
     def forward(self, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
         return action_logprobs(self.model, batch, **self._kwargs())
-
-
-def _with_lora(model: Any, config: TrainConfig, checkpoint: Path | None) -> Any:
-    """``model`` with LoRA adapters (``peft``) on every linear layer but the head; from ``checkpoint`` when resuming."""
-    from agentgym_budget._optional import require
-
-    require("peft", "llm", "LoRA (--lora-r)")
-    import peft
-
-    if checkpoint is not None:
-        return peft.PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
-    lora = peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                           target_modules="all-linear", task_type="CAUSAL_LM")
-    return peft.get_peft_model(model, lora)
 
 
 def _lr_scheduler(optimizer: torch.optim.Optimizer, config: TrainConfig) -> Any:
@@ -206,19 +179,18 @@ class Trainer:
         config = self.config
 
         def initial() -> tuple[Any, Any]:
-            return load_model_and_tokenizer(config.model, config.env_id, config.seed, self.device,
-                                            config.format_warmup_steps)
+            return load_model_and_tokenizer(config.model, config, self.device, config.format_warmup_steps)
 
         if checkpoint is None or config.lora_r:
             model, tokenizer = initial()
         else:
-            model, tokenizer = load_model_and_tokenizer(str(checkpoint), config.env_id, config.seed, self.device)
+            model, tokenizer = load_model_and_tokenizer(str(checkpoint), config, self.device)
         reference = None
         if config.kl_coef > 0:
             reference = copy.deepcopy(model) if checkpoint is None or config.lora_r else initial()[0]
             reference.eval().requires_grad_(False)
         if config.lora_r:
-            model = _with_lora(model, config, checkpoint)
+            model = with_lora(model, config, checkpoint)
         if config.gradient_checkpointing:
             if hasattr(model, "activation_checkpointing_enable"):  # transformers 5's name
                 model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
