@@ -14,7 +14,8 @@ episodes), **one flag apart**:
 
 Seed ``s`` of every arm starts from the same model (the tiny model's init and format warm-up
 depend on the seed only), so arms pair up by seed.  Each trained model is evaluated with the
-evaluator on the env's held-out split (KeyDoor: ``test``, door pairs never seen in training):
+evaluator on the env's held-out split (KeyDoor: ``test``, door pairs never seen in training, the format
+warm-up and the tiny tokenizer's text included; an overlapping evaluation is refused):
 Pass@(1,T) for every T of ``--ts``, on the same evaluation tasks (the config's ``eval_seed``) for
 every arm and seed.  Each result is saved as an evaluator result folder,
 ``OUT/<arm>/seed_<s>/held_out_eval/passkt.json``, so the CLI reads them::
@@ -70,7 +71,7 @@ sys.path[0] = str(Path(__file__).resolve().parents[1])
 from agentgym_budget.eval import PassKTResult, aggregate_results  # noqa: E402
 from agentgym_budget.eval.stats import paired_bootstrap  # noqa: E402
 from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
-from agentgym_budget.train.learning_check import parse_overrides, run_seed  # noqa: E402
+from agentgym_budget.train.learning_check import held_out_env_kwargs, parse_overrides, run_seed  # noqa: E402
 
 ARM_NAMES = ("fixed:lo", "fixed:hi", "mix", "curriculum", "mix+pr")  # fixed:lo/hi: named by their budgets
 #: ``(a, b)``: the study reports ``a − b``.
@@ -186,6 +187,11 @@ def main(argv: list[str] | None = None) -> None:
         if unknown:
             raise SystemExit(f"unknown arms {unknown}; the arms are {list(arms)}")
         arms = {name: arms[name] for name in args.arms.split(",")}
+    for name, arm in arms.items():  # refused here, in one line, rather than in every worker
+        try:
+            held_out_env_kwargs(keydoor_smoke_config(**common, **arm))
+        except ValueError as error:
+            raise SystemExit(f"budgetmix_study: arm {name}: {error}") from None
     names = list(arm_overrides(fixed, mix, episodes, args.process_reward_coef))
     comparisons = [(names[ARM_NAMES.index(a)], names[ARM_NAMES.index(b)]) for a, b in COMPARISONS]
     comparisons = [(a, b) for a, b in comparisons if a in arms and b in arms]

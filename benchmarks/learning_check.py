@@ -3,7 +3,8 @@
 Each seed is one run of the documented smoke run (:func:`agentgym_budget.train.keydoor_smoke_config`:
 the tiny offline model, format warm-up, BudgetMix GRPO on KeyDoor's ``train`` set-ups), in its
 own process, then an evaluation on the 8 **held-out** ``test`` set-ups (goal/distractor pairs
-never seen in training).  A seed *learned* when both hold:
+never seen in training: the format warm-up and the tiny tokenizer's text come from ``train`` too;
+an ``--set env_kwargs=...`` whose evaluation overlaps training is refused).  A seed *learned* when both hold:
 
 * its mean training success over the last 20 updates is >= 0.8 (random play: ~0.3), and
 * its evaluation Pass@(1,T=2) on the held-out set-ups is >= 0.8 (random play: 0.11).
@@ -31,8 +32,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
 from agentgym_budget.train.learning_check import (HELD_OUT_PASS_TO_LEARN, LAST_UPDATES,  # noqa: E402
-                                                  TRAIN_SUCCESS_TO_LEARN, parse_overrides, run_seed)
+                                                  TRAIN_SUCCESS_TO_LEARN, held_out_env_kwargs, parse_overrides,
+                                                  run_seed)
 
 
 def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float], list[float], list[float]]:
@@ -88,6 +91,10 @@ def main() -> None:
     args = parser.parse_args()
 
     overrides = parse_overrides(args.set)
+    try:  # refused here, in one line, rather than in every worker
+        held_out_env_kwargs(keydoor_smoke_config(**overrides))
+    except ValueError as error:
+        raise SystemExit(f"learning_check: {error}") from None
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     seeds = range(args.first_seed, args.first_seed + args.seeds)

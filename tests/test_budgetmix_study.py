@@ -87,3 +87,11 @@ def test_a_tiny_study_writes_evaluator_results_and_the_comparison_table(tmp_path
     again = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr[-3000:]
     assert again.stdout.count("(finished earlier: reused)") == 2, again.stdout
+
+
+def test_an_evaluation_that_overlaps_training_is_refused_in_one_line(tmp_path):
+    study = load_study()
+    with pytest.raises(SystemExit, match=r"^budgetmix_study: arm fixed:2: the evaluation tasks .* overlap the "
+                                         r"training ones") as refused:
+        study.main(["--out", str(tmp_path), "--arms", "fixed:2", "--set", "env_kwargs={}"])
+    assert "\n" not in str(refused.value.code) and not any((tmp_path).iterdir())

@@ -17,6 +17,7 @@ from agentgym_budget.policies.llm import LLMPolicy  # noqa: E402
 from agentgym_budget.policies.tiny_model import env_corpus, tiny_model_and_tokenizer  # noqa: E402
 from agentgym_budget.train import sft as sft_module  # noqa: E402
 from agentgym_budget.train.config import SFTConfig, TrainConfig  # noqa: E402
+from agentgym_budget.train.learning_check import train_and_evaluate  # noqa: E402
 from agentgym_budget.train.rollout import policy_options  # noqa: E402
 from agentgym_budget.train.sft import (chat_rows, demonstrations, format_warmup, load_model_and_tokenizer,  # noqa: E402
                                        reply_loss, sft, sft_samples, supervised_steps)
@@ -115,6 +116,24 @@ def test_the_tiny_tokenizer_learns_from_training_tasks_only():
     corpus = env_corpus("KeyDoor-v0")
     assert len(corpus) > 40 and not any(held_out_hall(text) for text in corpus)
     assert held_out_hall("a red door and a blue door")  # the check itself catches one
+
+
+def test_the_learning_check_refuses_an_overlapping_evaluation_before_training(tmp_path):
+    with pytest.raises(ValueError, match="overlap the training ones"):
+        train_and_evaluate(0, str(tmp_path), env_kwargs={})
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_learning_check_script_refuses_it_before_any_worker_starts(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "learning_check.py"
+    done = subprocess.run([sys.executable, str(script), "--seeds", "1", "--set", "env_kwargs={}", "--out",
+                           str(tmp_path / "out")], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1 and done.stderr.startswith("learning_check: the evaluation tasks")
+    assert done.stderr.count("\n") == 1 and not (tmp_path / "out").exists()
 
 
 # -- cloning ------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ evaluated on set-ups held out from training (``benchmarks/learning_check.py`` ru
 A seed *learned* when its mean training success over the last :data:`LAST_UPDATES` updates is
 at least :data:`TRAIN_SUCCESS_TO_LEARN` (random play: ~0.3) **and** its evaluation
 Pass@(1,T) at the smallest evaluated T (2 by default) on KeyDoor's ``test`` set-ups — door
-pairs never seen in training — is at least :data:`HELD_OUT_PASS_TO_LEARN` (random play:
+pairs never seen in training, nor in the format warm-up or the tiny tokenizer's text, which read
+the ``train`` split too — is at least :data:`HELD_OUT_PASS_TO_LEARN` (random play:
 0.11).  The second condition is what makes it a check of *reading the task*: KeyDoor's
 ``train`` split shows every door pair with either door as the goal, and ``test`` asks for the
 same reading with new door pairs.
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["EVAL_TS", "HELD_OUT_PASS_TO_LEARN", "LAST_UPDATES", "TRAIN_SUCCESS_TO_LEARN", "LearningRun",
-           "parse_overrides", "run_seed", "train_and_evaluate"]
+           "held_out_env_kwargs", "parse_overrides", "run_seed", "train_and_evaluate"]
 
 EVAL_TS: tuple[int, ...] = (2, 3, 4, 6)
 TRAIN_SUCCESS_TO_LEARN = 0.8
@@ -63,7 +64,8 @@ def train_and_evaluate(seed: int, output_dir: str, eval_tasks: int = 40, eval_at
                        eval_ts: Sequence[int] = EVAL_TS, result_dir: str | None = None,
                        **overrides: Any) -> LearningRun:
     """Train :func:`~agentgym_budget.train.config.keydoor_smoke_config` (``seed``, ``overrides``), then
-    evaluate Pass@(1,T) for ``eval_ts`` on the env's held-out split (KeyDoor: ``test``), the tasks
+    evaluate Pass@(1,T) for ``eval_ts`` on the env's held-out split (KeyDoor: ``test``; a setting whose
+    evaluation tasks overlap the training ones is refused before training, :func:`held_out_env_kwargs`), the tasks
     from the config's ``eval_seed`` (the same for every seed and every override but ``eval_seed``).
     ``result_dir``: where to save the evaluator's result (``passkt.json``; ``agentgym-budget
     compare``/``aggregate`` read it)."""
@@ -73,13 +75,13 @@ def train_and_evaluate(seed: int, output_dir: str, eval_tasks: int = 40, eval_at
     from agentgym_budget.eval import evaluate
     from agentgym_budget.train.config import keydoor_smoke_config
     from agentgym_budget.train.rollout import training_policy
-    from agentgym_budget.train.trainer import Trainer, evaluation_env_kwargs
+    from agentgym_budget.train.trainer import Trainer
 
     start_cpu, start_wall = time.process_time(), time.perf_counter()
     config = keydoor_smoke_config(seed=seed, output_dir=output_dir, **overrides)
     if config.torch_threads is not None:
         torch.set_num_threads(config.torch_threads)
-    eval_env_kwargs, _ = evaluation_env_kwargs(config)  # KeyDoor trained on 'train': {'split': 'test', ...}
+    eval_env_kwargs = held_out_env_kwargs(config)  # KeyDoor trained on 'train': {'split': 'test', ...}
     trainer = Trainer(config)
     history = trainer.train()
     policy = training_policy(trainer.model, trainer.tokenizer, config, temperature=config.eval_temperature)
@@ -91,6 +93,29 @@ def train_and_evaluate(seed: int, output_dir: str, eval_tasks: int = 40, eval_at
     return LearningRun(seed=seed, success=[h["success_rate"] for h in history],
                        held_out_pass1={t: result.value(1, t) for t in eval_ts},
                        cpu_seconds=time.process_time() - start_cpu, wall_seconds=time.perf_counter() - start_wall)
+
+
+def held_out_env_kwargs(config: Any) -> dict[str, Any]:
+    """The evaluation env's kwargs for ``config`` (a ``TrainConfig``), or a one-line ``ValueError`` when its
+    tasks overlap the training ones (a "held-out" figure must be one).
+
+    Example:
+        >>> from agentgym_budget.train.config import keydoor_smoke_config
+        >>> held_out_env_kwargs(keydoor_smoke_config())
+        {'split': 'test', 'show_budget': False}
+        >>> held_out_env_kwargs(keydoor_smoke_config(env_kwargs={}))
+        Traceback (most recent call last):
+        ...
+        ValueError: the evaluation tasks (KeyDoor-v0 {'show_budget': False, 'split': 'test'}) overlap the training ones (env_kwargs {}): a held-out evaluation needs the training split, e.g. env_kwargs={'split': 'train'}
+    """
+    from agentgym_budget.train.trainer import evaluation_env_kwargs
+
+    kwargs, held_out = evaluation_env_kwargs(config)
+    if not held_out:
+        raise ValueError(f"the evaluation tasks ({config.env_id} {kwargs}) overlap the training ones (env_kwargs "
+                         f"{config.env_kwargs}): a held-out evaluation needs the training split, "
+                         f"e.g. env_kwargs={{'split': 'train'}}")
+    return kwargs
 
 
 def run_seed(seed: int, folder: str, eval_tasks: int = 40, eval_attempts: int = 2, eval_ts: Sequence[int] = EVAL_TS,
