@@ -29,7 +29,7 @@ Example:
     >>> training_env_kwargs("KeyDoor-v0", {"split": "test"})
     Traceback (most recent call last):
     ...
-    ValueError: training data comes from the training split only: KeyDoor-v0 split='test' is the held-out split 'test'; use split='train'
+    ValueError: training data comes from the training split only: KeyDoor-v0 split='test' is the held-out split; use split='train'
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
@@ -75,9 +75,9 @@ def training_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any] | None = None
         return kwargs
     split = kwargs.setdefault("split", TRAINING_SPLIT)
     if split != TRAINING_SPLIT:
-        relation = "is" if split == held_out else "overlaps or is not"
-        raise ValueError(f"training data comes from the training split only: {env_id} split={split!r} {relation} "
-                         f"the held-out split {held_out!r}; use split={TRAINING_SPLIT!r}")
+        relation = "is the held-out split" if split == held_out else f"is not it (held out: {held_out!r})"
+        raise ValueError(f"training data comes from the training split only: {env_id} split={split!r} {relation}; "
+                         f"use split={TRAINING_SPLIT!r}")
     return kwargs
 
 
@@ -138,7 +138,7 @@ class _ScriptedBackend:
 
     def complete(self, conversations: Sequence[Sequence[Message]], seeds: Sequence[int], sampling: Sampling,
                  **options: Any) -> list[Completion]:
-        return [_Completion(text=reply, messages=[dict(m) for m in conversation])  # type: ignore[misc]
+        return [_Completion(text=reply, messages=[dict(m) for m in conversation])
                 for conversation, reply in zip(conversations, self.replies, strict=True)]
 
 
@@ -186,7 +186,7 @@ class _Recorder:
         self.obs, self.info = env.reset(seed=seed)
 
     def step(self, reply: PolicyReply) -> None:
-        messages = reply.completion.messages  # type: ignore[union-attr]  (a _Completion)
+        messages = cast(_Completion, reply.completion).messages  # the scripted backend's completion
         shown = self.state.llm.history[-1][1]  # the reply as the LLM policy recorded it for later turns
         self.turns.append(Demonstration(messages, shown))
         self.obs, _, terminated, truncated, self.info = self.env.step(reply.action)

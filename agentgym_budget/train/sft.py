@@ -8,7 +8,7 @@ One run of ``agentgym-budget sft`` (:func:`sft`, settings :class:`~agentgym_budg
         batch = collate(batch_size samples drawn with replacement)                       # [S, L]
         loss  = -mean log p(reply tokens | prompt)                                       # action_logprobs, [N] tokens
     model.save_pretrained(output_dir); tokenizer.save_pretrained(output_dir)            # for train --model output_dir
-    chat_dataset(demos).save_to_disk(output_dir / "dataset")                             # TRL's SFTTrainer takes it as is
+    chat_dataset(demos).save_to_disk(output_dir / "dataset")                             # TRL's SFTTrainer takes it
 
 Every prompt is the trainer's: rendered by its LLM policy's settings
 (:func:`~agentgym_budget.train.rollout.policy_options`, through
@@ -37,7 +37,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 
@@ -88,7 +88,10 @@ def sft_samples(tokenizer: Any, played: Sequence[Sequence[Demonstration]],
 
 def supervised_steps(model: Any, tokenizer: Any, samples: Sequence[TurnSample], steps: int, batch_size: int,
                      learning_rate: float, seed: int = 0) -> list[float]:
-    """``steps`` AdamW steps on the mean reply-token NLL of ``batch_size`` samples drawn with replacement; the losses."""
+    """``steps`` AdamW steps on the mean reply-token NLL of ``batch_size`` samples drawn with replacement.
+
+    Returns the loss of every step.
+    """
     generator = torch.Generator().manual_seed(seed)
     optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=learning_rate)
     model.train()
@@ -196,8 +199,8 @@ def sft(config: SFTConfig) -> dict[str, Any]:
         model = with_lora(model, config, None)
     samples = sft_samples(tokenizer, played, config.max_prompt_tokens)
     before = reply_loss(model, tokenizer, samples)
-    losses = supervised_steps(model, tokenizer, samples, config.steps, config.batch_size, float(config.learning_rate),
-                              seed=config.seed)
+    learning_rate = cast(float, config.learning_rate)  # resolved by SFTConfig.__post_init__
+    losses = supervised_steps(model, tokenizer, samples, config.steps, config.batch_size, learning_rate, seed=config.seed)
     after = reply_loss(model, tokenizer, samples)
     if config.lora_r:
         model = model.merge_and_unload()  # a plain model: train --model FOLDER loads it as any other
