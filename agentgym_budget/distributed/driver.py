@@ -114,10 +114,6 @@ class ActorDriver:
         """The live actor handles (e.g. to ``ray.kill`` one in a fault test)."""
         return list(self._actors)
 
-    @property
-    def started(self) -> bool:
-        return bool(self._actors)
-
     def start(self) -> None:
         """Connect to (or start) Ray and create the actors; :meth:`run` does it when needed."""
         if self._actors:

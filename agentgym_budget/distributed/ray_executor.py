@@ -81,7 +81,6 @@ class RayExecutor:
         if chunk_size is not None and chunk_size < 1:
             raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
         self.chunk_size = chunk_size
-        self.worker_setup = worker_setup
         self.driver = ActorDriver(EpisodeActor, actors=actors, address=address, cpus_per_actor=cpus_per_actor,
                                   max_actor_failures=max_actor_failures, max_item_failures=max_chunk_failures,
                                   actor_args=(worker_setup,), init_kwargs=init_kwargs, describe=_describe_chunk)
