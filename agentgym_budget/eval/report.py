@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,6 +172,12 @@ def _svg_heatmap(element_id: str, values: np.ndarray, ks: tuple[int, ...], ts: t
     return "".join(parts)
 
 
+def _rate_grid(left: float, plot_w: float, y: Callable[[float], float]) -> list[str]:
+    """The horizontal grid lines of a rate axis (0 to 1 by quarters), each labelled on the left."""
+    return [f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v)}" y2="{y(v)}" class="grid"/>'
+            f'<text x="{left - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>' for v in (0, 0.25, 0.5, 0.75, 1.0)]
+
+
 def _svg_curves(result: PassKTResult) -> str:
     width, height, left, right, top, bottom = 440, 250, 44, 70, 8, 40
     plot_w, plot_h = width - left - right, height - top - bottom
@@ -186,9 +193,7 @@ def _svg_curves(result: PassKTResult) -> str:
     parts = [f'<figure><figcaption>Pass@K against the budget T ({level} CI bands)</figcaption>'
              f'<svg id="curves" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
              f'viewBox="0 0 {width} {height}" role="img" aria-label="Pass@K against T">']
-    for v in (0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v)}" y2="{y(v)}" class="grid"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
+    parts += _rate_grid(left, plot_w, y)
     for t in result.ts:
         parts.append(f'<text x="{x(t)}" y="{top + plot_h + 15}" text-anchor="middle">{_esc(t)}</text>')
     for i, k in enumerate(result.ks):
@@ -229,9 +234,7 @@ def _svg_frontier(frontier: Frontier, strategy: str, element_id: str) -> str:
     parts = [f'<figure><figcaption>{strategy.capitalize()} ({what}): Pass@(K,T) against expected turns per task'
              f'</figcaption><svg id="{element_id}" xmlns="http://www.w3.org/2000/svg" width="{width}" '
              f'height="{height}" viewBox="0 0 {width} {height}" role="img" aria-label="success against cost">']
-    for v in (0, 0.25, 0.5, 0.75, 1.0):
-        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(v)}" y2="{y(v)}" class="grid"/>'
-                     f'<text x="{left - 6}" y="{y(v) + 4}" text-anchor="end">{v:g}</text>')
+    parts += _rate_grid(left, plot_w, y)
     for tick in np.linspace(0, high, 5):
         parts.append(f'<text x="{x(tick):.1f}" y="{top + plot_h + 15}" text-anchor="middle">{tick:.0f}</text>')
     line = frontier.frontier(strategy, "turns")
