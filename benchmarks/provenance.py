@@ -28,13 +28,18 @@ def provenance(argv: Sequence[str]) -> dict[str, object]:
     """The command (``python`` + ``argv``), the git commit and whether the tree had changes, CPUs, load, time."""
     return {
         "command": "python " + shlex.join(argv),
-        "commit": _git("rev-parse", "HEAD"),
+        "commit": git_commit(),
         "dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
         "cpus": os.cpu_count(),
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(),
         "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def git_commit() -> str:
+    """The checkout's commit (``git rev-parse HEAD``)."""
+    return _git("rev-parse", "HEAD")
 
 
 def _git(*args: str) -> str:

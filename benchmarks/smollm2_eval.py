@@ -31,6 +31,9 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # benchmarks.provenance and tools.llama_server, from a checkout
+
+from benchmarks.provenance import git_commit  # noqa: E402
 DATA = ROOT / "docs" / "data" / "smollm2-eval"
 KEPT = ("passkt.json", "passkt.csv", "task_counts.csv")
 #: Sampling temperature of every evaluation run (K attempts need different samples).
@@ -104,10 +107,6 @@ def eval_command(run: Run, out: Path, base_url: str | None, tasks: int | None) -
             "--out", str(out), "--overwrite", "--no-plots", "--no-progress", "--no-transcripts"]
 
 
-def commit() -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-
-
 def run_one(run: Run, base_url: str | None, tasks: int | None, scratch: Path) -> dict[str, Any]:
     """Run ``run``'s evaluation and keep its small files under :data:`DATA` (``tasks`` given: a probe, not kept)."""
     out = scratch / run.name
@@ -115,7 +114,7 @@ def run_one(run: Run, base_url: str | None, tasks: int | None, scratch: Path) ->
     load_before, start = os.getloadavg(), time.perf_counter()
     result = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
                             env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"})
-    record = {"run": run.name, "command": command, "commit": commit(), "wall_s": round(time.perf_counter() - start, 1),
+    record = {"run": run.name, "command": command, "commit": git_commit(), "wall_s": round(time.perf_counter() - start, 1),
               "loadavg_before": load_before, "loadavg_after": os.getloadavg(), "cpus": os.cpu_count(),
               "returncode": result.returncode, "temperature": TEMPERATURE}
     print(json.dumps({k: record[k] for k in ("run", "wall_s", "returncode", "loadavg_after")}), flush=True)
@@ -133,7 +132,6 @@ def run_one(run: Run, base_url: str | None, tasks: int | None, scratch: Path) ->
 
 def served(n_threads: int = 1) -> Any:
     """llama.cpp serving the shipped GGUF as ``smollm2`` (not started)."""
-    sys.path.insert(0, str(ROOT))
     from tools.llama_server import smollm2_server
 
     return smollm2_server(n_threads=n_threads, n_ctx=4096)
@@ -173,7 +171,7 @@ def agreement(base_url: str, path: Path, n: int = 20) -> dict[str, Any]:
                          "one_text_starts_the_other": sum(a.startswith(b) or b.startswith(a) for a, b in texts),
                          "same_action": sum(a.action == b.action for a, b in pairs),
                          "replies": [[a.text, b.text] for a, b in pairs]}
-    record = {"commit": commit(), "loadavg": os.getloadavg(), "temperature": 0.0, **found}
+    record = {"commit": git_commit(), "loadavg": os.getloadavg(), "temperature": 0.0, **found}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
     print(json.dumps({p: {k: v for k, v in found[p].items() if k != "replies"} for p in found}), flush=True)
