@@ -114,10 +114,7 @@ def learning_check_table() -> str:
     failed = [run["seed"] for run in runs if not run["learned"]]
     lines = rows + ["", f"**Learned {learned} of {len(runs)} seeds** (rate {learned / len(runs):.2f}, 95 % Wilson "
                         f"interval {low:.2f}–{high:.2f}); not learned: seeds {', '.join(map(str, failed)) or 'none'}."]
-    for source in sources:
-        lines.append(f"From `docs/data/learning-check/{source['file']}`: `{source.get('command', '?')}` at commit "
-                     f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}"
-                     f", load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}.")
+    lines += [_source(f"learning-check/{source['file']}", source) for source in sources]
     return "\n".join(lines)
 
 
@@ -127,9 +124,94 @@ def _load(source: dict[str, Any]) -> str:
     return f"{first} → {end[0]:.1f}" if end else first
 
 
+def smollm2_eval_table() -> str:
+    """The SmolLM2 evaluation tables: ``benchmarks/smollm2_eval.py --tables`` over ``docs/data/smollm2-eval/``."""
+    return _benchmark("smollm2_eval").tables(DATA / "smollm2-eval")
+
+
+def _benchmark(name: str) -> Any:
+    """A script of ``benchmarks/`` as a module (the script that wrote the files also reads them back)."""
+    import importlib
+
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    return importlib.import_module(f"benchmarks.{name}")
+
+
+#: The kernel variants as the docs name them.
+_KERNEL_PATHS = {"full-logits": "full", "naive": "naive", "fused": "fused"}
+
+
+def logprob_kernels_smollm2_table() -> str:
+    """Per shape and path: time, peak, one logits copy, and both as ratios to the full path (results.json).
+
+    The fused row with the most scored tokens is in bold (the case the docs discuss).
+    """
+    report = json.loads((DATA / "logprob-kernels-smollm2" / "results.json").read_text(encoding="utf-8"))
+    rows = ["| S × L | scored | path | time (s) | peak (GB) | logits copy (GB, computed) | time / full | peak / full |",
+            "|---|---|---|---|---|---|---|---|"]
+    full = {(r["sequences"], r["length"]): r for r in report["rows"] if r["variant"] == "full-logits"}
+    # The row the text is about: the fused path at the most scored tokens, where chunking matters.
+    best_peak = max((r for r in report["rows"] if r["variant"] == "fused"), key=lambda r: r["scored_tokens"])
+    for row in report["rows"]:
+        reference = full[(row["sequences"], row["length"])]
+        time_ratio, peak_ratio = row["time_s"] / reference["time_s"], row["peak_bytes"] / reference["peak_bytes"]
+        peak, peak_text = row["peak_bytes"] / 1e9, f"{peak_ratio:.2f}×"
+        peak_cell = f"**{peak:.2f}**" if row is best_peak else f"{peak:.2f}"
+        if row is best_peak:
+            peak_text = f"**{peak_text}**"
+        rows.append(f"| {row['sequences']} × {row['length']} | {row['scored_tokens']:,} | {_KERNEL_PATHS[row['variant']]} "
+                    f"| {_seconds(row['time_s'])} | {peak_cell} | {row['logits_bytes_computed'] / 1e9:.3f} "
+                    f"| {time_ratio:.2f}× | {peak_text} |")
+    return "\n".join(rows + ["", _source("logprob-kernels-smollm2/results.json", report.get("provenance", {}))])
+
+
+def _seconds(value: float) -> str:
+    """Three significant figures at most (``15.5``, ``0.86``)."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+#: The allotted turns (K × T) the frontier example asks about: 60 turns per task, and 50 for 1 × 50.
+_FRONTIER_CAPS = (50, 60)
+
+
+def frontier_alfworld_table() -> str:
+    """The cells of ``docs/data/frontier-alfworld/frontier.csv`` allotted 50 or 60 turns; the best under 60 in bold."""
+    import csv
+
+    with (DATA / "frontier-alfworld" / "frontier.csv").open(encoding="utf-8", newline="") as handle:
+        cells = [row for row in csv.DictReader(handle) if row["cost_kind"] == "turns"]
+    by_cell: dict[tuple[int, int], dict[str, dict[str, str]]] = {}
+    for row in cells:
+        if int(row["allotted_turns"]) in _FRONTIER_CAPS:
+            by_cell.setdefault((int(row["k"]), int(row["t"])), {})[row["strategy"]] = row
+    best = max(by_cell, key=lambda cell: float(by_cell[cell]["parallel"]["pass"]))
+    rows = ["| K × T | allotted turns | Pass@(K,T) [CI] | turns, parallel | turns, sequential |",
+            "|---|---|---|---|---|"]
+    for (k, t), strategies in sorted(by_cell.items()):
+        cell = strategies["parallel"]
+        name, value = f"{k} × {t}", f"{float(cell['pass']):.3f}"
+        if (k, t) == best:
+            name, value = f"**{name}**", f"**{value}**"
+        rows.append(f"| {name} | {cell['allotted_turns']} | {value} [{float(cell['ci_low']):.2f}, "
+                    f"{float(cell['ci_high']):.2f}] | {float(cell['cost']):.1f} | "
+                    f"{float(strategies['sequential']['cost']):.1f} |")
+    return "\n".join(rows)
+
+
+def _source(file: str, provenance: dict[str, Any]) -> str:
+    """One line naming a results file and how it was made."""
+    return (f"From `docs/data/{file}`: `{provenance.get('command', '?')}` at commit "
+            f"`{str(provenance.get('commit', '?'))[:10]}`{' (uncommitted changes)' if provenance.get('dirty') else ''}"
+            f", load average {_load(provenance)} on {provenance.get('cpus', '?')} CPUs, {provenance.get('utc', '?')}.")
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
+    "smollm2-eval": smollm2_eval_table,
+    "logprob-kernels-smollm2": logprob_kernels_smollm2_table,
+    "frontier-alfworld": frontier_alfworld_table,
 }
 
 
