@@ -206,12 +206,35 @@ def _source(file: str, provenance: dict[str, Any]) -> str:
             f", load average {_load(provenance)} on {provenance.get('cpus', '?')} CPUs, {provenance.get('utc', '?')}.")
 
 
+def alfworld_equivalence_table() -> str:
+    """Per run of ``benchmarks/alfworld_equivalence.py --report`` in ``docs/data/alfworld-equivalence-v2/``: the counts."""
+    rows = ["| run (report file) | games | episodes | steps compared, by split | mismatches | hash-order ties "
+            "| ended by an upstream expert error | stopped by the time limit | seconds |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    total = {"games": 0, "episodes": 0, "steps_compared": 0, "mismatches": 0, "episodes_ended_by_hash_order_tie": 0,
+             "episodes_ended_by_upstream_expert_error": 0, "seconds": 0.0}
+    for path in sorted((DATA / "alfworld-equivalence-v2").glob("*.json")):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        for key in total:
+            total[key] += report[key]
+        splits = ", ".join(f"{split} {steps:,}" for split, steps in report["steps_by_split"].items())
+        rows.append(f"| `{path.name}` | {report['games']} | {report['episodes']} | {report['steps_compared']:,} "
+                    f"({splits}) | {report['mismatches']} | {report['episodes_ended_by_hash_order_tie']} | "
+                    f"{report['episodes_ended_by_upstream_expert_error']} | "
+                    f"{'yes' if report['stopped_by_time_limit'] else 'no'} | {report['seconds']:,.0f} |")
+    rows.append(f"| **total** | {total['games']} | {total['episodes']:,} | **{total['steps_compared']:,}** | "
+                f"**{total['mismatches']}** | {total['episodes_ended_by_hash_order_tie']} | "
+                f"{total['episodes_ended_by_upstream_expert_error']} | | {total['seconds']:,.0f} |")
+    return "\n".join(rows)
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
     "smollm2-eval": smollm2_eval_table,
     "logprob-kernels-smollm2": logprob_kernels_smollm2_table,
     "frontier-alfworld": frontier_alfworld_table,
+    "alfworld-equivalence": alfworld_equivalence_table,
 }
 
 
