@@ -102,11 +102,14 @@ class TieCheck:
     choices: dict[int, str | None]
     #: the action our expert chose there
     ours: str
+    #: upstream's action there in the run checked, when it must also come back in a replay
+    theirs: str | None = None
 
     @property
     def confirmed(self) -> bool:
-        """Some hash seed made upstream choose our action: upstream itself picks either way there."""
-        return self.ours in self.choices.values()
+        """Some hash seed made upstream choose our action (and, with ``theirs``, another one the run's
+        action): upstream itself picks either way there."""
+        return self.ours in self.choices.values() and (self.theirs is None or self.theirs in self.choices.values())
 
     def __str__(self) -> str:
         picks = ", ".join(f"{seed}: {action!r}" for seed, action in self.choices.items())
@@ -114,9 +117,11 @@ class TieCheck:
 
 
 def check_hash_order_tie(game: Any, expert_seed: int, commands: Sequence[str], ours: str, observation: str,
-                         hash_seeds: Sequence[int] = TIE_HASH_SEEDS) -> TieCheck:
+                         hash_seeds: Sequence[int] = TIE_HASH_SEEDS, theirs: str | None = None) -> TieCheck:
     """Replay upstream's expert on ``game`` (seeded ``expert_seed``, then ``commands``) in a fresh
-    process per ``PYTHONHASHSEED`` of ``hash_seeds``, until one chooses ``ours``.
+    process per ``PYTHONHASHSEED`` of ``hash_seeds``, until one chooses ``ours`` (and, given
+    ``theirs`` — upstream's action in a run made elsewhere — until one chooses that too: the
+    replays then show both picks, not only a replay that differs from the run).
 
     Each replay must end on ``observation`` (the reference's, there): a replay that does not is
     not the same episode, and raises ``RuntimeError``.
@@ -134,9 +139,9 @@ def check_hash_order_tie(game: Any, expert_seed: int, commands: Sequence[str], o
             raise RuntimeError(f"upstream's replay under PYTHONHASHSEED={seed} is another episode: it ends on "
                                f"{replayed['observation']!r}, not {observation!r}")
         choices[seed] = replayed["expert_action"]
-        if choices[seed] == ours:
+        if TieCheck(choices, ours, theirs).confirmed:
             break
-    return TieCheck(choices, ours)
+    return TieCheck(choices, ours, theirs)
 
 
 def _diff(game_id: str, step: int, command: str | None, expected: EngineStep, got: EngineStep) -> Mismatch | None:
