@@ -11,8 +11,11 @@ reports as ``expert_action`` by default) against upstream's own ``AlfredExpert(h
 ``valid_unseen`` game, a sample of ``train``, and random edge-case games
 (:mod:`tools.alfworld.fuzz`).  It prints the number of compared steps and
 every mismatch.  Where the experts part in a pick-two state with two or more target objects
-already in goal-type receptacles, upstream's own choice depends on Python's hash seed
-(TextWorld's fact sets), so the episode stops and counts as a hash-order tie, not a mismatch.  The real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
+already in goal-type receptacles, upstream's own choice may depend on Python's hash seed
+(TextWorld's fact sets): upstream's expert is replayed there under other ``PYTHONHASHSEED``
+values (:func:`tools.alfworld.differential.check_hash_order_tie`, ~10 s a replay), and only if one
+picks our action does the episode stop as a hash-order tie; otherwise it is a mismatch.  The
+real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
 per core here with TextWorld's parsers memoized (:func:`~agentgym_budget.envs.alfworld.
 textworld_engine.memoize_textworld_parsers`, same output; ``--no-memo`` turns it off).
 
