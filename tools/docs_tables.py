@@ -213,7 +213,7 @@ def alfworld_equivalence_table() -> str:
             "|---|---|---|---|---|---|---|---|---|"]
     total = {"games": 0, "episodes": 0, "steps_compared": 0, "mismatches": 0, "episodes_ended_by_hash_order_tie": 0,
              "episodes_ended_by_upstream_expert_error": 0, "seconds": 0.0}
-    for path in sorted((DATA / "alfworld-equivalence-v2").glob("*.json")):
+    for path in sorted((DATA / "alfworld-equivalence-v2").glob("run*.json")):  # not tie-recheck.json
         report = json.loads(path.read_text(encoding="utf-8"))
         for key in total:
             total[key] += report[key]
