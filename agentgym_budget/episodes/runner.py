@@ -292,7 +292,7 @@ class EpisodeRunner:
         self.policy = spec.make_policy()
         self.envs: list[gym.Env] = list(envs or [])
 
-    @overload
+    @overload  # without stop=, every job's record is there
     def run(self, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None,
             stop: None = None) -> list[EpisodeRecord]: ...
     @overload
