@@ -85,12 +85,12 @@ import inspect
 import json
 import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
 from agentgym_budget._optional import require
-from agentgym_budget.envs.registration import FAMILIES
+from agentgym_budget.envs.registration import FAMILIES, env_creator
 from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn
 from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action, system_message
 from agentgym_budget.wrappers import ProcessReward
@@ -239,7 +239,7 @@ def _env_keywords(env_id: str) -> frozenset[str] | None:
     spec = gym.spec(env_id)
     if "env_id" in spec.kwargs:  # an X-Budget-v0 id: make_budget_env of its base id
         spec = gym.spec(spec.kwargs["env_id"])
-    parameters = inspect.signature(gym.envs.registration.load_env_creator(spec.entry_point)).parameters.values()
+    parameters = inspect.signature(env_creator(spec)).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return None
     return frozenset(p.name for p in parameters) - {"self"}
@@ -262,5 +262,6 @@ def _plain(config: Mapping[str, Any] | None) -> dict[str, Any]:
     from omegaconf import DictConfig, OmegaConf  # a skyrl-gym dependency
 
     if isinstance(config, DictConfig):
-        return dict(OmegaConf.to_container(config, resolve=True))
+        # to_container's type covers every container it converts; a DictConfig becomes a dict
+        return dict(cast("dict[str, Any]", OmegaConf.to_container(config, resolve=True)))
     return dict(config)

@@ -56,7 +56,9 @@ from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, pa
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 _WHAT = "the verifiers adapter"
-vf = require("verifiers", "verifiers", _WHAT)
+require("verifiers", "verifiers", _WHAT)  # a missing extra: one line naming it
+import verifiers as vf  # noqa: E402  (imported by name, so that the annotations vf.State, vf.Messages resolve)
+
 datasets = require("datasets", "verifiers", _WHAT)
 
 __all__ = ["BudgetMultiTurnEnv", "StrictServerClient"]

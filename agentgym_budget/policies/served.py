@@ -509,8 +509,11 @@ class OpenAIChatBackend:
         response = getattr(err, "response", None)
         headers = getattr(response, "headers", None) or {}
         for name, unit in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            value = headers.get(name)
+            if value is None:
+                continue
             try:
-                delay = float(headers.get(name)) * unit
+                delay = float(value) * unit
             except (TypeError, ValueError):
                 continue
             if 0 <= delay <= _MAX_RETRY_AFTER:
