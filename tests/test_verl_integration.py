@@ -263,3 +263,30 @@ def test_held_out_rows_play_the_held_out_split(tmp_path: Path) -> None:
     assert {r["budget"] for r in held_out["extra_info"]} == {"50"}
     assert not {r["seed"] for r in train["extra_info"]} & {r["seed"] for r in held_out["extra_info"]}
     assert os.path.getsize(paths["train"]) > 0
+
+
+def test_a_curriculum_is_shared_by_the_processes_of_a_ray_job(tmp_path: Path, worker, model) -> None:
+    """In a Ray job (verl's workers are Ray actors) the counters live in one named actor: another process sees them."""
+    import ray
+
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        verl_agent_loop.reset_shared_progress()
+        spec, env_kwargs = "curriculum:4->1@4", {"show_budget": True, "split": "train"}
+        server = TinyModelServer(model, worker.tokenizer, script=random_command)
+        first = generate(worker, server, rows_batch(tmp_path, worker, spec, n=2, rows=2))
+        assert min(sample(first, i)["info"]["budget"] for i in range(4)) >= 2
+
+        @ray.remote(num_cpus=0)
+        def claim_in_another_process() -> tuple[float, float]:  # as another AgentLoopWorker actor would
+            from agentgym_budget.integrations import verl_agent_loop as loop
+
+            key = loop.counter_key("KeyDoor-Budget-v0", spec, env_kwargs)
+            return loop.shared_progress("KeyDoor-Budget-v0", spec, env_kwargs), loop._book_call(loop._book(), "claim", key, 1.0)
+
+        assert ray.get(claim_in_another_process.remote()) == (4.0, 4.0)
+        second = generate(worker, server, rows_batch(tmp_path, worker, spec, n=2, rows=2))
+        assert [sample(second, i)["info"]["budget"] for i in range(4)] == [1, 1, 1, 1]
+        assert verl_agent_loop.shared_progress("KeyDoor-Budget-v0", spec, env_kwargs) == 9.0
+    finally:
+        ray.shutdown()

@@ -55,11 +55,12 @@ picks the class by the row's ``agent_name``).  :class:`BudgetAgentLoop`, registe
   invalid (no ``env_id``, an unknown budget spec, a task the env refuses) is the caller's error and
   raised as a one-line ``ValueError``.
 * **Curriculum progress.**  verl instantiates a fresh agent loop per sample, so the sessions of one
-  env config in a worker process share one counter (:func:`shared_progress`, episodes started or
-  steps taken).  The ``n`` rollouts of one prompt (verl's ``uid``, else the row's ``index``) share the
-  progress of the first of them, so a group plays one budget.  With several ``AgentLoopWorker``
-  processes (``rollout.agent.num_workers``) each counts its own episodes: pass ``progress`` in
-  ``extra_info`` for a global schedule.
+  config share one counter (:func:`shared_progress`: episodes started, or steps taken).  When Ray is up
+  (a verl run: its ``AgentLoopWorker`` s are Ray actors, ``rollout.agent.num_workers`` of them) the
+  counters live in one named Ray actor of the job (:data:`PROGRESS_ACTOR`), so every worker advances
+  the same curriculum; without Ray, in the process.  The ``n`` rollouts of one prompt (verl's
+  ``uid``, else the row's ``index``) play the progress of the first of them, so a group plays one
+  budget.  ``progress`` in ``extra_info`` overrides the counter.
 * Env calls run in a thread (``run_in_executor``) so that one slow engine does not hold up the
   worker's other agent loops; a session (its env) is made per trajectory and closed at its end.
 """
@@ -78,7 +79,7 @@ import gymnasium as gym
 
 from agentgym_budget._optional import require
 from agentgym_budget.integrations.session import (
-    ARGUMENT_ERRORS, BudgetSession, ProgressCounters, Wrapper, format_turn, json_safe,
+    ARGUMENT_ERRORS, BudgetSession, ProgressCounters, SharedProgress, Wrapper, format_turn, json_safe,
     process_reward_wrapper)
 from agentgym_budget.policies.prompting import PROMPTS, check_matching, parse_action, system_message
 
@@ -100,10 +101,87 @@ EPISODE_KEYS = ("env_id", "seed", "budget", "split", "options", "progress", "env
 #: ``stop_reason`` values (``extra_fields``).
 STOP_REASONS = ("terminated", "truncated", "response_length", "env_failed")
 
-_progress = ProgressCounters()  # the curriculum counters, by config (ProgressCounters.key)
+#: The name of the Ray actor that keeps the curriculum counters of every agent-loop worker of a Ray job.
+PROGRESS_ACTOR = "agentgym_budget_verl_progress"
 _GROUPS_KEPT = 10_000  # the progress of this many recent groups is remembered (their later rollouts reuse it)
-_group_progress: OrderedDict[tuple[str, str], float] = OrderedDict()  # (counter key, group) -> progress
-_group_lock = threading.Lock()
+
+
+class ProgressBook:
+    """Curriculum counters by config key (:func:`counter_key`), and the progress each group plays.
+
+    ``claim(key, amount, group)`` adds ``amount`` (an episode, or 0 when the curriculum counts steps) to
+    the key's counter and returns the progress the episode plays: the counter before it, or, for a
+    group (the ``n`` rollouts of one prompt) that already claimed, the progress of its first episode.
+    Held in this process, or in a Ray actor shared by every worker of the job (:data:`PROGRESS_ACTOR`).
+    """
+
+    def __init__(self) -> None:
+        self._counters = ProgressCounters()
+        self._groups: OrderedDict[tuple[str, str], float] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def claim(self, key: str, amount: float, group: str | None = None) -> float:
+        start = self._counters.get(key).claim(amount)
+        if group is None:
+            return start
+        with self._lock:
+            progress = self._groups.setdefault((key, group), start)
+            self._groups.move_to_end((key, group))
+            while len(self._groups) > _GROUPS_KEPT:
+                self._groups.popitem(last=False)
+        return progress
+
+    def value(self, key: str) -> float:
+        return self._counters.get(key).value
+
+    def clear(self) -> None:
+        self._counters.clear()
+        with self._lock:
+            self._groups.clear()
+
+
+class _BookCounter(SharedProgress):
+    """A session's view of one counter of the book (the session claims steps on it, from a worker thread)."""
+
+    def __init__(self, book: Any, key: str) -> None:
+        super().__init__()
+        self.book, self.key = book, key
+
+    def claim(self, amount: float) -> float:
+        return float(_book_call(self.book, "claim", self.key, amount))
+
+    @property  # type: ignore[override]
+    def value(self) -> float:
+        return float(_book_call(self.book, "value", self.key))
+
+    @value.setter
+    def value(self, _: float) -> None:  # SharedProgress.__init__ sets it; the book holds the count
+        pass
+
+
+_local_book = ProgressBook()
+_ray_books: dict[str, Any] = {}  # this process's handle on each Ray job's PROGRESS_ACTOR, by job id
+
+
+def _book() -> Any:
+    """The job's Ray actor when Ray is up (verl's agent-loop workers are Ray actors), else this process's book."""
+    import ray  # a verl dependency
+
+    if not ray.is_initialized():
+        return _local_book
+    job = ray.get_runtime_context().get_job_id()
+    if job not in _ray_books:  # the first worker of the job makes it, the others find it by name
+        _ray_books[job] = ray.remote(ProgressBook).options(name=PROGRESS_ACTOR, get_if_exists=True,
+                                                           num_cpus=0).remote()
+    return _ray_books[job]
+
+
+def _book_call(book: Any, method: str, *args: Any) -> Any:
+    if isinstance(book, ProgressBook):
+        return getattr(book, method)(*args)
+    import ray
+
+    return ray.get(getattr(book, method).remote(*args))
 
 
 class EpisodeRow:
@@ -165,6 +243,7 @@ class BudgetAgentLoop(AgentLoopBase):
         self.action_matching = check_matching(str(action_matching))
         self.step_timeout_s = step_timeout_s
         self.eos_ids = _eos_token_ids(self.tokenizer)
+        self.book = _book()
 
     # -- the episode -----------------------------------------------------------------------------
     async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> AgentLoopOutput:
@@ -179,7 +258,7 @@ class BudgetAgentLoop(AgentLoopBase):
     async def _play(self, session: BudgetSession, row: EpisodeRow, instructions: str,
                     sampling_params: dict[str, Any], kwargs: Mapping[str, Any]) -> AgentLoopOutput:
         metrics: dict[str, Any] = {}
-        progress = row.progress if row.progress is not None else self._group_progress(session, row, kwargs)
+        progress = row.progress if row.progress is not None else await self._group_progress(session, kwargs)
         with simple_timer("tool_calls", metrics):
             await self._call(session.reset, seed=row.seed, options=row.options or None, progress=progress)
         messages = [dict(system_message(str(session.info.get("task", "")), instructions)),
@@ -255,7 +334,7 @@ class BudgetAgentLoop(AgentLoopBase):
         env_kwargs = {**self.env_kwargs, **row.env_kwargs}
         key = counter_key(row.env_id, row.budget, env_kwargs, self.process_reward, self.wrapper_names)
         try:
-            session = BudgetSession(row.env_id, row.budget, wrappers=self.wrappers, shared_progress=_progress.get(key),
+            session = BudgetSession(row.env_id, row.budget, wrappers=self.wrappers, shared_progress=_BookCounter(self.book, key),
                                     step_timeout_s=self.step_timeout_s, **env_kwargs)
         except (*ARGUMENT_ERRORS, gym.error.Error) as error:  # an unknown id, budget spec or env option
             raise ValueError(f"{AGENT_NAME} row (env_id={row.env_id!r}, budget={row.budget!r}, seed={row.seed}): "
@@ -263,22 +342,14 @@ class BudgetAgentLoop(AgentLoopBase):
         session.counter_key = key  # type: ignore[attr-defined]  # read by _group_progress
         return session
 
-    def _group_progress(self, session: BudgetSession, row: EpisodeRow, kwargs: Mapping[str, Any]) -> float:
-        """Claim this episode on the config's counter; the progress of the first rollout of its group."""
-        counter = session.shared_progress
-        assert counter is not None
-        core = session.turn_budget.core
-        start = counter.claim(1.0 if core.counts_episodes else 0.0)
+    async def _group_progress(self, session: BudgetSession, kwargs: Mapping[str, Any]) -> float:
+        """Claim this episode on its config's counter; the progress of the first rollout of its group."""
+        amount = 1.0 if session.turn_budget.core.counts_episodes else 0.0
         group = kwargs.get("uid", kwargs.get("index"))
-        if group is None:
-            return start
-        key = (session.counter_key, str(group))
-        with _group_lock:
-            progress = _group_progress.setdefault(key, start)
-            _group_progress.move_to_end(key)
-            while len(_group_progress) > _GROUPS_KEPT:
-                _group_progress.popitem(last=False)
-        return progress
+        args = (session.counter_key, amount, None if group is None else str(group))
+        if isinstance(self.book, ProgressBook):
+            return self.book.claim(*args)
+        return float(await self.book.claim.remote(*args))  # the job's actor (see _book)
 
     def _ends_turn(self, token_ids: list[int]) -> bool:
         return bool(token_ids) and token_ids[-1] in self.eos_ids
@@ -297,15 +368,14 @@ def counter_key(env_id: str, budget: Any, env_kwargs: Mapping[str, Any] | None =
 
 def shared_progress(env_id: str, budget: Any, env_kwargs: Mapping[str, Any] | None = None,
                     process_reward: Any = None, wrappers: Iterable[str] = ()) -> float:
-    """The curriculum progress the agent loops of one config share in this process (episodes or steps)."""
-    return _progress.get(counter_key(env_id, budget, env_kwargs, process_reward, wrappers)).value
+    """The curriculum progress the agent loops of one config share (episodes or steps): over every worker of
+    the Ray job when Ray is up, else in this process."""
+    return float(_book_call(_book(), "value", counter_key(env_id, budget, env_kwargs, process_reward, wrappers)))
 
 
 def reset_shared_progress() -> None:
-    """Start every curriculum counter (and group memory) again at 0: a new training run in the same process."""
-    _progress.clear()
-    with _group_lock:
-        _group_progress.clear()
+    """Start every curriculum counter (and group memory) again at 0: a new training run."""
+    _book_call(_book(), "clear")
 
 
 def _logprobs(output: Any) -> list[float]:
