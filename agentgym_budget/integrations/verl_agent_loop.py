@@ -72,6 +72,7 @@ import numbers
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 from uuid import uuid4
 
@@ -184,6 +185,18 @@ def _book_call(book: Any, method: str, *args: Any) -> Any:
     return ray.get(getattr(book, method).remote(*args))
 
 
+@dataclass
+class _Trajectory:
+    """The conversation so far and its tokens: all of them, and the response's mask and log-probs."""
+
+    messages: list[dict[str, Any]]
+    tokens: list[int]
+    mask: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    replies: int = 0
+    user_messages: int = 1
+
+
 class EpisodeRow:
     """One row's episode, validated from its ``extra_info`` (see the module docstring)."""
 
@@ -263,41 +276,51 @@ class BudgetAgentLoop(AgentLoopBase):
             await self._call(session.reset, seed=row.seed, options=row.options or None, progress=progress)
         messages = [dict(system_message(str(session.info.get("task", "")), instructions)),
                     {"role": "user", "content": format_turn(session, self.list_commands)}]
-        prompt_ids = await self.ct_build_initial_tokens(messages)
-        tokens, mask, logprobs = list(prompt_ids), [], []
+        trajectory = _Trajectory(messages, await self.ct_build_initial_tokens(messages))
         request_id = uuid4().hex
-        replies, user_messages = 0, 1
         stop = "env_failed" if session.failed else None
         while stop is None:
-            room = self.response_length - len(mask)
-            params = {**sampling_params, "max_tokens": room}
-            with simple_timer("generate_sequences", metrics):
-                output = await self.server_manager.generate(request_id=request_id, prompt_ids=tokens,
-                                                            sampling_params=params)
-            merged, mask, logprobs = await self.ct_merge_assistant_token(
-                tokens, output.token_ids, mask, logprobs, assistant_logprobs=_logprobs(output))
-            tokens, replies = merged.token_ids, replies + 1
-            metrics["num_preempted"] = metrics.get("num_preempted", 0) + (output.num_preempted or 0)
-            if len(mask) >= self.response_length and not self._ends_turn(output.token_ids):
+            output = await self._reply(trajectory, sampling_params, request_id, metrics)
+            if len(trajectory.mask) >= self.response_length and not self._ends_turn(output.token_ids):
                 stop = "response_length"  # the reply was cut: its command is not played
                 break
             reply = self.tokenizer.decode(output.token_ids, skip_special_tokens=True)
-            command = parse_action(reply, session.admissible_commands, matching=self.action_matching)
             with simple_timer("tool_calls", metrics):
-                await self._call(session.step, command)
+                await self._call(session.step, parse_action(reply, session.admissible_commands,
+                                                            matching=self.action_matching))
             if session.done:
                 stop = "env_failed" if session.failed else session.outcome
                 break
-            previous = [*messages, {"role": "assistant", "content": reply}]
-            messages = [*previous, {"role": "user", "content": format_turn(session, self.list_commands)}]
-            merged, mask, logprobs = await self.ct_merge_context_msg(previous, messages, tokens, mask, logprobs)
-            tokens, user_messages = merged.token_ids, user_messages + 1
-            if len(mask) >= self.response_length:
+            await self._env_message(trajectory, reply, format_turn(session, self.list_commands))
+            if len(trajectory.mask) >= self.response_length:
                 stop = "response_length"  # no room for another reply
-        return self._output(session, tokens, mask, logprobs, replies, user_messages, stop, metrics)
+        return self._output(session, trajectory, stop, metrics)
 
-    def _output(self, session: BudgetSession, tokens: list[int], mask: list[int], logprobs: list[float],
-                replies: int, user_messages: int, stop: str, metrics: dict[str, Any]) -> AgentLoopOutput:
+    async def _reply(self, trajectory: _Trajectory, sampling_params: dict[str, Any], request_id: str,
+                     metrics: dict[str, Any]) -> Any:
+        """The server's next reply (at most the room left), appended with mask 1 and its log-probs."""
+        params = {**sampling_params, "max_tokens": self.response_length - len(trajectory.mask)}
+        with simple_timer("generate_sequences", metrics):
+            output = await self.server_manager.generate(request_id=request_id, prompt_ids=trajectory.tokens,
+                                                        sampling_params=params)
+        merged, trajectory.mask, trajectory.logprobs = await self.ct_merge_assistant_token(
+            trajectory.tokens, output.token_ids, trajectory.mask, trajectory.logprobs,
+            assistant_logprobs=_logprobs(output))
+        trajectory.tokens, trajectory.replies = merged.token_ids, trajectory.replies + 1
+        metrics["num_preempted"] = metrics.get("num_preempted", 0) + (output.num_preempted or 0)
+        return output
+
+    async def _env_message(self, trajectory: _Trajectory, reply: str, user_message: str) -> None:
+        """The env's next user message, tokenised as the chat template's continuation (mask 0, log-prob 0)."""
+        previous = [*trajectory.messages, {"role": "assistant", "content": reply}]
+        trajectory.messages = [*previous, {"role": "user", "content": user_message}]
+        merged, trajectory.mask, trajectory.logprobs = await self.ct_merge_context_msg(
+            previous, trajectory.messages, trajectory.tokens, trajectory.mask, trajectory.logprobs)
+        trajectory.tokens, trajectory.user_messages = merged.token_ids, trajectory.user_messages + 1
+
+    def _output(self, session: BudgetSession, trajectory: _Trajectory, stop: str,
+                metrics: dict[str, Any]) -> AgentLoopOutput:
+        tokens, mask, logprobs = trajectory.tokens, trajectory.mask, trajectory.logprobs
         prompt_ids, response_ids = tokens[: len(tokens) - len(mask)], tokens[len(tokens) - len(mask):]
         failed = stop == "env_failed"
         if failed:  # no loss on an episode the env failed (the fault policy)
@@ -313,7 +336,7 @@ class BudgetAgentLoop(AgentLoopBase):
             response_mask=mask[: self.response_length],
             response_logprobs=logprobs[: self.response_length],
             reward_score=numbers["return"],
-            num_turns=replies + user_messages,
+            num_turns=trajectory.replies + trajectory.user_messages,
             metrics=metrics,
             extra_fields={"reward_extra_info": numbers, "stop_reason": stop,
                           "episode": {**json_safe(summary), "seed": session.seed, "stop_reason": stop},
