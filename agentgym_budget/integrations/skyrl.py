@@ -82,8 +82,6 @@ Example:
 from __future__ import annotations
 
 import inspect
-import json
-import threading
 from collections.abc import Iterable, Mapping
 from typing import Any, cast
 
@@ -91,9 +89,9 @@ import gymnasium as gym
 
 from agentgym_budget._optional import require
 from agentgym_budget.envs.registration import FAMILIES, env_creator
-from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn
+from agentgym_budget.integrations.session import (
+    BudgetSession, ProgressCounters, SharedProgress, Wrapper, format_turn, process_reward_wrapper)
 from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action, system_message
-from agentgym_budget.wrappers import ProcessReward
 from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
 
 _WHAT = "the SkyRL-gym adapter"
@@ -107,8 +105,7 @@ __all__ = ["SkyRLBudgetEnv", "register_skyrl_envs", "reset_shared_progress", "sh
 ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward",
                           "step_timeout_s", "system_prompt"})
 
-_progress: dict[str, SharedProgress] = {}  # shared_progress's counters, by _progress_key
-_progress_lock = threading.Lock()  # guards the dict: SkyRL may init envs from an executor's threads
+_progress = ProgressCounters()  # shared_progress's counters (thread-safe: SkyRL may init envs from an executor's threads)
 
 
 class SkyRLBudgetEnv(BaseTextEnv):
@@ -139,7 +136,7 @@ class SkyRLBudgetEnv(BaseTextEnv):
         self.action_matching = check_matching(config.pop("action_matching", "exact"))
         process_reward = config.pop("process_reward", None)
         if process_reward is not None:
-            wrappers = [*wrappers, _process_reward_wrapper(process_reward)]
+            wrappers = [*wrappers, process_reward_wrapper(process_reward, "env_config")]
         # SkyRL makes a fresh env per trajectory: the session counts its curriculum on this config's
         # process-wide counter (an extras["progress"] passed to reset still wins)
         self.session = BudgetSession(env_id, budget, wrappers=wrappers, shared_progress=_counter(self.progress_key),
@@ -209,18 +206,15 @@ def shared_progress(env_id: str, env_config: Mapping[str, Any] | None = None) ->
 
 def reset_shared_progress() -> None:
     """Start every :func:`shared_progress` counter again at 0 (a new training run in the same process)."""
-    with _progress_lock:
-        _progress.clear()
+    _progress.clear()
 
 
 def _counter(key: str) -> SharedProgress:
-    with _progress_lock:
-        return _progress.setdefault(key, SharedProgress())
+    return _progress.get(key)
 
 
 def _progress_key(env_id: str, config: Mapping[str, Any]) -> str:
-    # envs made from equal configs share a curriculum; json makes the key independent of key order
-    return json.dumps({**config, "env_id": env_id}, sort_keys=True, default=str)
+    return ProgressCounters.key(env_id, config)
 
 
 def _check_keys(env_id: str, config: Mapping[str, Any]) -> None:
@@ -243,16 +237,6 @@ def _env_keywords(env_id: str) -> frozenset[str] | None:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return None
     return frozenset(p.name for p in parameters) - {"self"}
-
-
-def _process_reward_wrapper(setting: str | Mapping[str, Any]) -> Wrapper:
-    """``env_config["process_reward"]`` (a signal name or ProcessReward's keyword arguments) as a wrapper."""
-    kwargs = {"signal": setting} if isinstance(setting, str) else _plain(setting)
-    try:
-        inspect.signature(ProcessReward).bind(None, **kwargs)
-    except TypeError as error:
-        raise ValueError(f"env_config process_reward: {error}") from None
-    return lambda env: ProcessReward(env, **kwargs)
 
 
 def _plain(config: Mapping[str, Any] | None) -> dict[str, Any]:
