@@ -34,3 +34,25 @@ def test_the_learning_check_table_is_made_from_every_file_and_refuses_a_seed_twi
     (tmp_path / "c.json").write_text(json.dumps({"runs": [run]}))
     with pytest.raises(ValueError, match="a seed appears in two learning-check files"):
         docs_tables.learning_check_runs(tmp_path)
+
+
+def _use_data(monkeypatch, tmp_path, name: str, report: dict) -> None:
+    """Point the generators at ``tmp_path`` holding ``report`` as ``docs/data/<name>``."""
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(json.dumps(report))
+    monkeypatch.setattr(docs_tables, "DATA", tmp_path)
+
+
+def test_the_webshop_tables_turn_clock_seconds_into_rates_and_ratios(monkeypatch, tmp_path):
+    clock = {"wall_s": 0.5, "cpu_s": 0.25}
+    policy = {"steps": 1000, "success": 0.5, "mean_reward": 0.75, "wall_s": 2.0, "cpu_s": 1.0}
+    report = {"provenance": {"command": "python x", "load_average": [3.0, 2, 1]}, "products": 3000, "episodes": 10,
+              "step_limit": 15, "build": {"catalog_generation": clock, "bm25_index": clock}, "queries": 100,
+              "raw_search": clock, "env_search_step": {"wall_s": 0.75, "cpu_s": 0.5}, "get_reward_calls": 50,
+              "get_reward": clock, "policies": {"expert": policy, "rule": policy, "random": policy}}
+    _use_data(monkeypatch, tmp_path, "webshop/throughput.json", report)
+    throughput = docs_tables.webshop_throughput_table()
+    assert "| raw bm25s search | 200 queries/s: 5.00 ms (2.50 ms CPU) |" in throughput
+    assert "| `get_reward` | 100 calls/s |" in throughput
+    assert "**1.50× wall, 2.00× CPU**" in throughput and "| env steps/s, rule policy | 500 |" in throughput
+    assert "| random over admissible commands | 0.500 | 0.750 |" in docs_tables.webshop_difficulty_table()

@@ -228,6 +228,57 @@ def alfworld_equivalence_table() -> str:
     return "\n".join(rows)
 
 
+def _results(name: str) -> dict[str, Any]:
+    """``docs/data/<name>`` (a JSON results file) as a dict."""
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+#: The policies of ``benchmarks/webshop_throughput.py`` as docs/webshop.md names them, in row order.
+_WEBSHOP_POLICIES = {
+    "expert": "expert",
+    "rule": "upstream's rule baseline (search the instruction, click the first result, buy)",
+    "random": "random over admissible commands",
+}
+
+
+def webshop_difficulty_table() -> str:
+    """Success and mean reward of the expert, the rule baseline and random play (webshop/throughput.json)."""
+    report = _results("webshop/throughput.json")
+    rows = [f"Over {report['episodes']} episodes with a {report['step_limit']}-step limit, on the "
+            f"{report['products']:,}-product catalog:", "",
+            "| policy | success (reward 1) | mean reward |", "|---|---|---|"]
+    for key, label in _WEBSHOP_POLICIES.items():
+        policy = report["policies"][key]
+        rows.append(f"| {label} | {policy['success']:.3f} | {policy['mean_reward']:.3f} |")
+    return "\n".join(rows + ["", _source("webshop/throughput.json", report["provenance"])])
+
+
+def webshop_throughput_table() -> str:
+    """Build cost, raw engine next to the env, env steps/s per policy (webshop/throughput.json); wall (CPU)."""
+    report = _results("webshop/throughput.json")
+    search, env_search = report["raw_search"], report["env_search_step"]
+    queries, rewards = report["queries"], report["get_reward"]
+
+    def per_call(clock: dict[str, float], unit: str) -> str:
+        return (f"{queries / clock['wall_s']:,.0f} {unit}/s: {1e3 * clock['wall_s'] / queries:.2f} ms "
+                f"({1e3 * clock['cpu_s'] / queries:.2f} ms CPU)")
+
+    build = report["build"]
+    rows = ["| what | figure |", "|---|---|",
+            f"| catalog generation, {report['products']:,} products | {build['catalog_generation']['wall_s']:.2f} s "
+            f"({build['catalog_generation']['cpu_s']:.2f} s CPU) |",
+            f"| BM25 index build | {build['bm25_index']['wall_s']:.2f} s ({build['bm25_index']['cpu_s']:.2f} s CPU) |",
+            f"| raw bm25s search | {per_call(search, 'queries')} |",
+            f"| `get_reward` | {report['get_reward_calls'] / rewards['wall_s']:,.0f} calls/s |",
+            f"| env `search[...]` step | {per_call(env_search, 'steps')} |",
+            f"| **env search step / raw search** | **{env_search['wall_s'] / search['wall_s']:.2f}× wall, "
+            f"{env_search['cpu_s'] / search['cpu_s']:.2f}× CPU** |"]
+    for key in ("expert", "rule", "random"):
+        policy = report["policies"][key]
+        rows.append(f"| env steps/s, {key} policy | {policy['steps'] / policy['wall_s']:,.0f} |")
+    return "\n".join(rows + ["", _source("webshop/throughput.json", report["provenance"])])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -235,6 +286,8 @@ GENERATORS: dict[str, Generator] = {
     "logprob-kernels-smollm2": logprob_kernels_smollm2_table,
     "frontier-alfworld": frontier_alfworld_table,
     "alfworld-equivalence": alfworld_equivalence_table,
+    "webshop-difficulty": webshop_difficulty_table,
+    "webshop-throughput": webshop_throughput_table,
 }
 
 
