@@ -56,3 +56,15 @@ def test_the_webshop_tables_turn_clock_seconds_into_rates_and_ratios(monkeypatch
     assert "| `get_reward` | 100 calls/s |" in throughput
     assert "**1.50× wall, 2.00× CPU**" in throughput and "| env steps/s, rule policy | 500 |" in throughput
     assert "| random over admissible commands | 0.500 | 0.750 |" in docs_tables.webshop_difficulty_table()
+
+
+def test_the_textworld_table_gives_the_per_round_ratio_range_and_leaves_out_other_backends(monkeypatch, tmp_path):
+    row = {"backend": "TextWorld coin_collector", "level": 5, "steps": 149, "rounds": 3, "raw_steps_per_s": 100.0,
+           "ours_steps_per_s": 90.0, "ours_over_raw": 0.9, "engine_share": 0.97,
+           "raw_steps_per_s_by_round": [100.0, 100.0, 80.0], "ours_steps_per_s_by_round": [90.0, 80.0, 96.0]}
+    science = {**row, "backend": "ScienceWorld boil/0"}
+    _use_data(monkeypatch, tmp_path, "textworld/backend-throughput.json",
+              {"provenance": {}, "rows": [row, science]})
+    table = docs_tables.textworld_throughput_table()
+    assert "| coin collector L5 | 149 × 3 | 100.0 | 90.0 | 0.90 | 0.80–1.20 | 0.970 |" in table
+    assert "ScienceWorld" not in table

@@ -279,6 +279,22 @@ def webshop_throughput_table() -> str:
     return "\n".join(rows + ["", _source("webshop/throughput.json", report["provenance"])])
 
 
+def textworld_throughput_table() -> str:
+    """Raw engine vs our env per TextWorld game (textworld/backend-throughput.json): medians, per-round ratio range."""
+    report = _results("textworld/backend-throughput.json")
+    rows = ["| backend | steps × rounds | raw steps/s | ours steps/s | ours/raw | ours/raw, range over rounds "
+            "| engine share of our step time |", "|---|---|---|---|---|---|---|"]
+    for row in report["rows"]:
+        if not row["backend"].startswith("TextWorld "):
+            continue
+        ratios = [ours / raw for raw, ours in zip(row["raw_steps_per_s_by_round"], row["ours_steps_per_s_by_round"])]
+        name = row["backend"].removeprefix("TextWorld ").replace("_", " ")
+        rows.append(f"| {name} L{row['level']} | {row['steps']} × {row['rounds']} | {row['raw_steps_per_s']:.1f} | {row['ours_steps_per_s']:.1f} "
+                    f"| {row['ours_over_raw']:.2f} | {min(ratios):.2f}–{max(ratios):.2f} | {row['engine_share']:.3f} |")
+    return "\n".join(rows + ["", "Medians over the rounds (after one warm-up round). "
+                                  + _source("textworld/backend-throughput.json", report["provenance"])])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -288,6 +304,7 @@ GENERATORS: dict[str, Generator] = {
     "alfworld-equivalence": alfworld_equivalence_table,
     "webshop-difficulty": webshop_difficulty_table,
     "webshop-throughput": webshop_throughput_table,
+    "textworld-throughput": textworld_throughput_table,
 }
 
 
