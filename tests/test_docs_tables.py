@@ -68,3 +68,16 @@ def test_the_textworld_table_gives_the_per_round_ratio_range_and_leaves_out_othe
     table = docs_tables.textworld_throughput_table()
     assert "| coin collector L5 | 149 × 3 | 100.0 | 90.0 | 0.90 | 0.80–1.20 | 0.970 |" in table
     assert "ScienceWorld" not in table
+
+
+def test_the_ray_table_compares_median_and_best_rounds_at_equal_worker_count(monkeypatch, tmp_path):
+    seconds = {"local, workers 1": [2.0, 1.0, 4.0], "local, workers 2": [1.0, 1.0, 1.0], "ray, 1 actor": [2.0, 2.0, 2.0],
+               "ray, 2 actors": [1.25, 1.0, 2.0], "ray, 2 actors, 1 episode/chunk": [2.0, 2.0, 2.0]}
+    report = {"provenance": {}, "episodes": 100, "rounds": 3, "seconds_by_round": seconds, "ray_init_s": 3.0,
+              "actor_startup_s": {"ray, 1 actor": 0.5}, "identical_records": True,
+              "oversubscribed": {"actors": 6, "logical_cpus": 8, "identical_records": False}}
+    _use_data(monkeypatch, tmp_path, "ray/scaling.json", report)
+    table = docs_tables.ray_scaling_table()
+    assert "| local, `--workers 1` | 50 | 100 | – |" in table and "| Ray, 1 actor | 50 | 50 | 0.5 s |" in table
+    assert "1 actor +0.0% (median) / +100.0% (best); 2 actors +25.0% (median) / +0.0% (best)" in table
+    assert "returned the records of the in-process run: **no**" in table

@@ -295,6 +295,55 @@ def textworld_throughput_table() -> str:
                                   + _source("textworld/backend-throughput.json", report["provenance"])])
 
 
+#: ``benchmarks/ray_scaling.py``'s configurations as docs/ray.md names them, in row order.
+_RAY_CONFIGS = {
+    "local, workers 1": "local, `--workers 1`",
+    "local, workers 2": "local, `--workers 2`",
+    "ray, 1 actor": "Ray, 1 actor",
+    "ray, 2 actors": "Ray, 2 actors",
+    "ray, 2 actors, 1 episode/chunk": "Ray, 2 actors, 1 episode per chunk",
+}
+
+
+def ray_rates(report: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """Episodes/s per configuration: over the median round, and over the best (fastest) round."""
+    import statistics
+
+    episodes, seconds = report["episodes"], report["seconds_by_round"]
+    return ({name: episodes / statistics.median(times) for name, times in seconds.items()},
+            {name: episodes / min(times) for name, times in seconds.items()})
+
+
+def ray_scaling_table() -> str:
+    """Local vs Ray episodes/s (median and best round), start-up, overheads and speed-ups (ray/scaling.json)."""
+    report = _results("ray/scaling.json")
+    median, best = ray_rates(report)
+    rows = [f"| configuration | episodes/s (median of {report['rounds']}) | best round | actor start-up |",
+            "|---|---:|---:|---:|"]
+    for name, label in _RAY_CONFIGS.items():
+        startup = report["actor_startup_s"].get(name)
+        rows.append(f"| {label} | {median[name]:.0f} | {best[name]:.0f} | "
+                    f"{'–' if startup is None else f'{startup:.1f} s'} |")
+
+    def overhead(local: str, ray: str) -> str:
+        return f"{median[local] / median[ray] - 1:+.1%} (median) / {best[local] / best[ray] - 1:+.1%} (best)"
+
+    oversubscribed = report["oversubscribed"]
+    rows += ["",
+             f"* Ray vs local at equal worker count (local episodes/s ÷ Ray's − 1): 1 actor "
+             f"{overhead('local, workers 1', 'ray, 1 actor')}; 2 actors {overhead('local, workers 2', 'ray, 2 actors')}.",
+             f"* Per-episode dispatch at 2 workers: {overhead('local, workers 2', 'ray, 2 actors, 1 episode/chunk')} "
+             f"against the 2-process pool.",
+             f"* Speed-up 2 vs 1 worker (best rounds): local {best['local, workers 2'] / best['local, workers 1']:.2f}×, "
+             f"Ray {best['ray, 2 actors'] / best['ray, 1 actor']:.2f}×.",
+             f"* `ray.init` of the local instance: {report['ray_init_s']:.1f} s (once per process). Every configuration "
+             f"returned identical records: {'yes' if report['identical_records'] else '**no**'}; "
+             f"{oversubscribed['actors']} actors on an instance claiming {oversubscribed['logical_cpus']} CPUs "
+             f"returned the records of the in-process run: {'yes' if oversubscribed['identical_records'] else '**no**'}.",
+             "", _source("ray/scaling.json", report["provenance"])]
+    return "\n".join(rows)
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -305,6 +354,7 @@ GENERATORS: dict[str, Generator] = {
     "webshop-difficulty": webshop_difficulty_table,
     "webshop-throughput": webshop_throughput_table,
     "textworld-throughput": textworld_throughput_table,
+    "ray-scaling": ray_scaling_table,
 }
 
 
