@@ -7,7 +7,8 @@ A table in ``docs/*.md`` that reports measured figures sits between two markers:
     <!-- end generated -->
 
 and is written by the generator of that name from the results files under ``docs/data/`` (each
-file records the command, commit and machine load that produced it: ``benchmarks/provenance.py``).
+file records the command, commit and machine load that produced it: ``benchmarks/provenance.py``),
+or, for facts of committed data (the bundled ALFWorld games), from that data itself.
 
     python -m tools.docs_tables           # rewrite every generated table from its files
     python -m tools.docs_tables --check   # exit 1, naming each table that disagrees with its files
@@ -344,6 +345,22 @@ def ray_scaling_table() -> str:
     return "\n".join(rows)
 
 
+def alfworld_bundle_table() -> str:
+    """The bundled ALFWorld splits' figures, computed from the games themselves (``tools/alfworld/bundle_stats.py``).
+
+    No results file: these are facts of the committed data, so the table is the data's, whatever
+    commit regenerates it.
+    """
+    from agentgym_budget.envs.alfworld.game import load_games
+    from tools.alfworld import bundle_stats
+
+    games = {split: load_games(split) for split in bundle_stats.SPLITS}
+    return "\n".join([bundle_stats.split_table(games), "",
+                      "Rooms, all three splits together, per game (median / max):", "",
+                      bundle_stats.room_table([game for split in games.values() for game in split]), "",
+                      "From the bundled games: `python -m tools.alfworld.bundle_stats`."])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -355,6 +372,7 @@ GENERATORS: dict[str, Generator] = {
     "webshop-throughput": webshop_throughput_table,
     "textworld-throughput": textworld_throughput_table,
     "ray-scaling": ray_scaling_table,
+    "alfworld-bundle": alfworld_bundle_table,
 }
 
 
