@@ -81,3 +81,15 @@ def test_the_ray_table_compares_median_and_best_rounds_at_equal_worker_count(mon
     assert "| local, `--workers 1` | 50 | 100 | – |" in table and "| Ray, 1 actor | 50 | 50 | 0.5 s |" in table
     assert "1 actor +0.0% (median) / +100.0% (best); 2 actors +25.0% (median) / +0.0% (best)" in table
     assert "returned the records of the in-process run: **no**" in table
+
+
+def test_the_action_rewrites_table_adds_the_seeds_up_and_gives_each_count_as_a_share_of_turns(monkeypatch, tmp_path):
+    counts = {"turns": 200, "exact: not admissible": 50, "old != exact": 20,
+              "old != exact, crossed a colour/number": 10, "fuzzy != exact": 0}
+    report = {"provenance": {}, "env": "KeyDoor-v0", "budget": "mix:2,3", "episodes": 8, "warmup_steps": 1,
+              "max_new_tokens": 12, "seeds": [{"seed": 0, "counts": counts},
+                                              {"seed": 1, "counts": {**counts, "turns": 300, "fuzzy != exact": 3}}]}
+    _use_data(monkeypatch, tmp_path, "action-rewrites/keydoor.json", report)
+    table = docs_tables.action_rewrites_table()
+    assert "| 0 | 200 | 50 (25.0 %) | 20 (10.0 %) | 10 (5.0 %) | 0 (0.0 %) |" in table
+    assert "| all | 500 | 100 (20.0 %) | 40 (8.0 %) | 20 (4.0 %) | 3 (0.6 %) |" in table

@@ -361,6 +361,30 @@ def alfworld_bundle_table() -> str:
                       "From the bundled games: `python -m tools.alfworld.bundle_stats`."])
 
 
+def action_rewrites_table() -> str:
+    """Per warm-up seed and over all: turns, not admissible, rewritten by the old and by the fuzzy rule (counts, %)."""
+    report = _results("action-rewrites/keydoor.json")
+    rows = ["| seed | turns | not admissible (played as written) | old rule played another command "
+            "| … naming another colour | fuzzy rule played another command |", "|---|---|---|---|---|---|"]
+    keys = ("exact: not admissible", "old != exact", "old != exact, crossed a colour/number", "fuzzy != exact")
+    total = {key: 0 for key in ("turns", *keys)}
+    for seed in report["seeds"]:
+        rows.append(_rewrite_row(str(seed["seed"]), seed["counts"], keys))
+        for key in total:
+            total[key] += seed["counts"][key]
+    if len(report["seeds"]) > 1:
+        rows.append(_rewrite_row("all", total, keys))
+    setting = (f"{report['env']} (`{report['budget']}`), {report['episodes']} episodes per seed, "
+               f"{report['warmup_steps']} warm-up steps, {report['max_new_tokens']} new tokens. ")
+    return "\n".join(rows + ["", setting + _source("action-rewrites/keydoor.json", report["provenance"])])
+
+
+def _rewrite_row(name: str, counts: dict[str, int], keys: tuple[str, ...]) -> str:
+    turns = counts["turns"]
+    cells = " | ".join(f"{counts[key]:,} ({100 * counts[key] / turns:.1f} %)" for key in keys)
+    return f"| {name} | {turns:,} | {cells} |"
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -373,6 +397,7 @@ GENERATORS: dict[str, Generator] = {
     "textworld-throughput": textworld_throughput_table,
     "ray-scaling": ray_scaling_table,
     "alfworld-bundle": alfworld_bundle_table,
+    "action-rewrites": action_rewrites_table,
 }
 
 
