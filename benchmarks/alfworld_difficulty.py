@@ -15,7 +15,7 @@ games repeat and some are not drawn); the printed line says how many distinct ga
 
 ``--json-out FILE`` writes every cell, each row's wall and CPU seconds and the split's plan lengths
 with the command, commit and machine load (``benchmarks/provenance.py``); docs/alfworld.md's table
-is generated from that file.  All four rows take about 5 CPU-minutes (nearly all of it ``random``).
+is generated from that file.  All four rows take about 6.5 CPU-minutes, three quarters of it ``random``.
 """
 
 from __future__ import annotations

@@ -385,6 +385,23 @@ def _rewrite_row(name: str, counts: dict[str, int], keys: tuple[str, ...]) -> st
     return f"| {name} | {turns:,} | {cells} |"
 
 
+def alfworld_difficulty_table() -> str:
+    """Pass@(1,T) and Pass@(K,T) of the scripted policies on one split, per row its games and seconds."""
+    report = _results("alfworld-difficulty/valid_unseen.json")
+    ks, ts = (1, report["attempts"]), report["ts"]
+    cells = [f"({k},{t})" for k in ks for t in ts]
+    rows = [f"| policy: Pass@(K,T) | {' | '.join(cells)} | distinct games | seconds, wall (CPU) |",
+            "|---|" + "---|" * (len(cells) + 2)]
+    for row in report["rows"]:
+        values = " | ".join(f"{row['pass'][f'{k},{t}']:.3f}" for k in ks for t in ts)
+        rows.append(f"| {row['label']} | {values} | {row['distinct_games']} | {row['wall_s']:.0f} ({row['cpu_s']:.0f}) |")
+    plan = report["plan_length"]
+    summary = (f"{report['split']}: {report['games']} games, the fixed expert's plan length min / median / max "
+               f"{plan['min']} / {plan['median']:g} / {plan['max']}; tasks = env reset seeds {report['seed']}–"
+               f"{report['seed'] + report['tasks'] - 1}, {report['attempts']} attempts. ")
+    return "\n".join(rows + ["", summary + _source("alfworld-difficulty/valid_unseen.json", report["provenance"])])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -398,6 +415,7 @@ GENERATORS: dict[str, Generator] = {
     "ray-scaling": ray_scaling_table,
     "alfworld-bundle": alfworld_bundle_table,
     "action-rewrites": action_rewrites_table,
+    "alfworld-difficulty": alfworld_difficulty_table,
 }
 
 
