@@ -87,9 +87,11 @@ def test_the_action_rewrites_table_adds_the_seeds_up_and_gives_each_count_as_a_s
     counts = {"turns": 200, "exact: not admissible": 50, "old != exact": 20,
               "old != exact, crossed a colour/number": 10, "fuzzy != exact": 0}
     report = {"provenance": {}, "env": "KeyDoor-v0", "budget": "mix:2,3", "episodes": 8, "warmup_steps": 1,
-              "max_new_tokens": 12, "seeds": [{"seed": 0, "counts": counts},
-                                              {"seed": 1, "counts": {**counts, "turns": 300, "fuzzy != exact": 3}}]}
+              "max_new_tokens": 12, "seeds": [{"seed": 0, "counts": counts, "warmup_s": 100.4, "play_s": 8},
+                                              {"seed": 1, "counts": {**counts, "turns": 300, "fuzzy != exact": 3},
+                                               "warmup_s": 90, "play_s": 9}]}
     _use_data(monkeypatch, tmp_path, "action-rewrites/keydoor.json", report)
     table = docs_tables.action_rewrites_table()
     assert "| 0 | 200 | 50 (25.0 %) | 20 (10.0 %) | 10 (5.0 %) | 0 (0.0 %) |" in table
     assert "| all | 500 | 100 (20.0 %) | 40 (8.0 %) | 20 (4.0 %) | 3 (0.6 %) |" in table
+    assert "warm-up / play: seed 0 100 / 8, seed 1 90 / 9." in table

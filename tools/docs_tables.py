@@ -361,11 +361,15 @@ def alfworld_bundle_table() -> str:
                       "From the bundled games: `python -m tools.alfworld.bundle_stats`."])
 
 
-def action_rewrites_table() -> str:
-    """Per warm-up seed and over all: turns, not admissible, rewritten by the old and by the fuzzy rule (counts, %)."""
-    report = _results("action-rewrites/keydoor.json")
+def action_rewrites_table(file: str = "keydoor.json", crossed: str = "another colour") -> str:
+    """Per warm-up seed and over all: turns, not admissible, rewritten by the old and by the fuzzy rule (counts, %).
+
+    ``file`` is a ``benchmarks/action_rewrites.py --json-out`` file under ``docs/data/action-rewrites/``;
+    ``crossed`` names what a rewrite that crossed to another object changed (KeyDoor: a colour).
+    """
+    report = _results(f"action-rewrites/{file}")
     rows = ["| seed | turns | not admissible (played as written) | old rule played another command "
-            "| … naming another colour | fuzzy rule played another command |", "|---|---|---|---|---|---|"]
+            f"| … naming {crossed} | fuzzy rule played another command |", "|---|---|---|---|---|---|"]
     keys = ("exact: not admissible", "old != exact", "old != exact, crossed a colour/number", "fuzzy != exact")
     total = {key: 0 for key in ("turns", *keys)}
     for seed in report["seeds"]:
@@ -375,8 +379,10 @@ def action_rewrites_table() -> str:
     if len(report["seeds"]) > 1:
         rows.append(_rewrite_row("all", total, keys))
     setting = (f"{report['env']} (`{report['budget']}`), {report['episodes']} episodes per seed, "
-               f"{report['warmup_steps']} warm-up steps, {report['max_new_tokens']} new tokens. ")
-    return "\n".join(rows + ["", setting + _source("action-rewrites/keydoor.json", report["provenance"])])
+               f"{report['warmup_steps']} warm-up steps, {report['max_new_tokens']} new tokens; wall seconds of "
+               "warm-up / play: " + ", ".join(f"seed {seed['seed']} {seed['warmup_s']:.0f} / {seed['play_s']:.0f}"
+                                               for seed in report["seeds"]) + ". ")
+    return "\n".join(rows + ["", setting + _source(f"action-rewrites/{file}", report["provenance"])])
 
 
 def _rewrite_row(name: str, counts: dict[str, int], keys: tuple[str, ...]) -> str:
@@ -415,6 +421,7 @@ GENERATORS: dict[str, Generator] = {
     "ray-scaling": ray_scaling_table,
     "alfworld-bundle": alfworld_bundle_table,
     "action-rewrites": action_rewrites_table,
+    "action-rewrites-alfworld": lambda: action_rewrites_table("alfworld.json", "another object or receptacle number"),
     "alfworld-difficulty": alfworld_difficulty_table,
 }
 
