@@ -7,7 +7,8 @@ A table in ``docs/*.md`` that reports measured figures sits between two markers:
     <!-- end generated -->
 
 and is written by the generator of that name from the results files under ``docs/data/`` (each
-file records the command, commit and machine load that produced it: ``benchmarks/provenance.py``).
+file records the command, commit and machine load that produced it: ``benchmarks/provenance.py``),
+or, for facts of committed data (the bundled ALFWorld games), from that data itself.
 
     python -m tools.docs_tables           # rewrite every generated table from its files
     python -m tools.docs_tables --check   # exit 1, naming each table that disagrees with its files
@@ -228,6 +229,185 @@ def alfworld_equivalence_table() -> str:
     return "\n".join(rows)
 
 
+def _results(name: str) -> dict[str, Any]:
+    """``docs/data/<name>`` (a JSON results file) as a dict."""
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+#: The policies of ``benchmarks/webshop_throughput.py`` as docs/webshop.md names them, in row order.
+_WEBSHOP_POLICIES = {
+    "expert": "expert",
+    "rule": "upstream's rule baseline (search the instruction, click the first result, buy)",
+    "random": "random over admissible commands",
+}
+
+
+def webshop_difficulty_table() -> str:
+    """Success and mean reward of the expert, the rule baseline and random play (webshop/throughput.json)."""
+    report = _results("webshop/throughput.json")
+    rows = [f"Over {report['episodes']} episodes with a {report['step_limit']}-step limit, on the "
+            f"{report['products']:,}-product catalog:", "",
+            "| policy | success (reward 1) | mean reward |", "|---|---|---|"]
+    for key, label in _WEBSHOP_POLICIES.items():
+        policy = report["policies"][key]
+        rows.append(f"| {label} | {policy['success']:.3f} | {policy['mean_reward']:.3f} |")
+    return "\n".join(rows + ["", _source("webshop/throughput.json", report["provenance"])])
+
+
+def webshop_throughput_table() -> str:
+    """Build cost, raw engine next to the env, env steps/s per policy (webshop/throughput.json); wall (CPU)."""
+    report = _results("webshop/throughput.json")
+    search, env_search = report["raw_search"], report["env_search_step"]
+    queries, rewards = report["queries"], report["get_reward"]
+
+    def per_call(clock: dict[str, float], unit: str) -> str:
+        return (f"{queries / clock['wall_s']:,.0f} {unit}/s: {1e3 * clock['wall_s'] / queries:.2f} ms "
+                f"({1e3 * clock['cpu_s'] / queries:.2f} ms CPU)")
+
+    build = report["build"]
+    rows = ["| what | figure |", "|---|---|",
+            f"| catalog generation, {report['products']:,} products | {build['catalog_generation']['wall_s']:.2f} s "
+            f"({build['catalog_generation']['cpu_s']:.2f} s CPU) |",
+            f"| BM25 index build | {build['bm25_index']['wall_s']:.2f} s ({build['bm25_index']['cpu_s']:.2f} s CPU) |",
+            f"| raw bm25s search | {per_call(search, 'queries')} |",
+            f"| `get_reward` | {report['get_reward_calls'] / rewards['wall_s']:,.0f} calls/s |",
+            f"| env `search[...]` step | {per_call(env_search, 'steps')} |",
+            f"| **env search step / raw search** | **{env_search['wall_s'] / search['wall_s']:.2f}× wall, "
+            f"{env_search['cpu_s'] / search['cpu_s']:.2f}× CPU** |"]
+    for key in ("expert", "rule", "random"):
+        policy = report["policies"][key]
+        rows.append(f"| env steps/s, {key} policy | {policy['steps'] / policy['wall_s']:,.0f} |")
+    return "\n".join(rows + ["", _source("webshop/throughput.json", report["provenance"])])
+
+
+def textworld_throughput_table() -> str:
+    """Raw engine vs our env per TextWorld game (textworld/backend-throughput.json): medians, per-round ratio range."""
+    report = _results("textworld/backend-throughput.json")
+    rows = ["| backend | steps × rounds | raw steps/s | ours steps/s | ours/raw | ours/raw, range over rounds "
+            "| engine share of our step time |", "|---|---|---|---|---|---|---|"]
+    for row in report["rows"]:
+        if not row["backend"].startswith("TextWorld "):
+            continue
+        ratios = [ours / raw for raw, ours in zip(row["raw_steps_per_s_by_round"], row["ours_steps_per_s_by_round"])]
+        name = row["backend"].removeprefix("TextWorld ").replace("_", " ")
+        rows.append(f"| {name} L{row['level']} | {row['steps']} × {row['rounds']} | {row['raw_steps_per_s']:.1f} | {row['ours_steps_per_s']:.1f} "
+                    f"| {row['ours_over_raw']:.2f} | {min(ratios):.2f}–{max(ratios):.2f} | {row['engine_share']:.3f} |")
+    return "\n".join(rows + ["", "Medians over the rounds (after one warm-up round). "
+                                  + _source("textworld/backend-throughput.json", report["provenance"])])
+
+
+#: ``benchmarks/ray_scaling.py``'s configurations as docs/ray.md names them, in row order.
+_RAY_CONFIGS = {
+    "local, workers 1": "local, `--workers 1`",
+    "local, workers 2": "local, `--workers 2`",
+    "ray, 1 actor": "Ray, 1 actor",
+    "ray, 2 actors": "Ray, 2 actors",
+    "ray, 2 actors, 1 episode/chunk": "Ray, 2 actors, 1 episode per chunk",
+}
+
+
+def ray_rates(report: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """Episodes/s per configuration: over the median round, and over the best (fastest) round."""
+    import statistics
+
+    episodes, seconds = report["episodes"], report["seconds_by_round"]
+    return ({name: episodes / statistics.median(times) for name, times in seconds.items()},
+            {name: episodes / min(times) for name, times in seconds.items()})
+
+
+def ray_scaling_table() -> str:
+    """Local vs Ray episodes/s (median and best round), start-up, overheads and speed-ups (ray/scaling.json)."""
+    report = _results("ray/scaling.json")
+    median, best = ray_rates(report)
+    rows = [f"| configuration | episodes/s (median of {report['rounds']}) | best round | actor start-up |",
+            "|---|---:|---:|---:|"]
+    for name, label in _RAY_CONFIGS.items():
+        startup = report["actor_startup_s"].get(name)
+        rows.append(f"| {label} | {median[name]:.0f} | {best[name]:.0f} | "
+                    f"{'–' if startup is None else f'{startup:.1f} s'} |")
+
+    def overhead(local: str, ray: str) -> str:
+        return f"{median[local] / median[ray] - 1:+.1%} (median) / {best[local] / best[ray] - 1:+.1%} (best)"
+
+    oversubscribed = report["oversubscribed"]
+    rows += ["",
+             f"* Ray vs local at equal worker count (local episodes/s ÷ Ray's − 1): 1 actor "
+             f"{overhead('local, workers 1', 'ray, 1 actor')}; 2 actors {overhead('local, workers 2', 'ray, 2 actors')}.",
+             f"* Per-episode dispatch at 2 workers: {overhead('local, workers 2', 'ray, 2 actors, 1 episode/chunk')} "
+             f"against the 2-process pool.",
+             f"* Speed-up 2 vs 1 worker (best rounds): local {best['local, workers 2'] / best['local, workers 1']:.2f}×, "
+             f"Ray {best['ray, 2 actors'] / best['ray, 1 actor']:.2f}×.",
+             f"* `ray.init` of the local instance: {report['ray_init_s']:.1f} s (once per process). Every configuration "
+             f"returned identical records: {'yes' if report['identical_records'] else '**no**'}; "
+             f"{oversubscribed['actors']} actors on an instance claiming {oversubscribed['logical_cpus']} CPUs "
+             f"returned the records of the in-process run: {'yes' if oversubscribed['identical_records'] else '**no**'}.",
+             "", _source("ray/scaling.json", report["provenance"])]
+    return "\n".join(rows)
+
+
+def alfworld_bundle_table() -> str:
+    """The bundled ALFWorld splits' figures, computed from the games themselves (``tools/alfworld/bundle_stats.py``).
+
+    No results file: these are facts of the committed data, so the table is the data's, whatever
+    commit regenerates it.
+    """
+    from agentgym_budget.envs.alfworld.game import load_games
+    from tools.alfworld import bundle_stats
+
+    games = {split: load_games(split) for split in bundle_stats.SPLITS}
+    return "\n".join([bundle_stats.split_table(games), "",
+                      "Rooms, all three splits together, per game (median / max):", "",
+                      bundle_stats.room_table([game for split in games.values() for game in split]), "",
+                      "From the bundled games: `python -m tools.alfworld.bundle_stats`."])
+
+
+def action_rewrites_table(file: str = "keydoor.json", crossed: str = "another colour") -> str:
+    """Per warm-up seed and over all: turns, not admissible, rewritten by the old and by the fuzzy rule (counts, %).
+
+    ``file`` is a ``benchmarks/action_rewrites.py --json-out`` file under ``docs/data/action-rewrites/``;
+    ``crossed`` names what a rewrite that crossed to another object changed (KeyDoor: a colour).
+    """
+    report = _results(f"action-rewrites/{file}")
+    rows = ["| seed | turns | not admissible (played as written) | old rule played another command "
+            f"| … naming {crossed} | fuzzy rule played another command |", "|---|---|---|---|---|---|"]
+    keys = ("exact: not admissible", "old != exact", "old != exact, crossed a colour/number", "fuzzy != exact")
+    total = {key: 0 for key in ("turns", *keys)}
+    for seed in report["seeds"]:
+        rows.append(_rewrite_row(str(seed["seed"]), seed["counts"], keys))
+        for key in total:
+            total[key] += seed["counts"][key]
+    if len(report["seeds"]) > 1:
+        rows.append(_rewrite_row("all", total, keys))
+    setting = (f"{report['env']} (`{report['budget']}`), {report['episodes']} episodes per seed, "
+               f"{report['warmup_steps']} warm-up steps, {report['max_new_tokens']} new tokens; wall seconds of "
+               "warm-up / play: " + ", ".join(f"seed {seed['seed']} {seed['warmup_s']:.0f} / {seed['play_s']:.0f}"
+                                               for seed in report["seeds"]) + ". ")
+    return "\n".join(rows + ["", setting + _source(f"action-rewrites/{file}", report["provenance"])])
+
+
+def _rewrite_row(name: str, counts: dict[str, int], keys: tuple[str, ...]) -> str:
+    turns = counts["turns"]
+    cells = " | ".join(f"{counts[key]:,} ({100 * counts[key] / turns:.1f} %)" for key in keys)
+    return f"| {name} | {turns:,} | {cells} |"
+
+
+def alfworld_difficulty_table() -> str:
+    """Pass@(1,T) and Pass@(K,T) of the scripted policies on one split, per row its games and seconds."""
+    report = _results("alfworld-difficulty/valid_unseen.json")
+    ks, ts = (1, report["attempts"]), report["ts"]
+    cells = [f"({k},{t})" for k in ks for t in ts]
+    rows = [f"| policy: Pass@(K,T) | {' | '.join(cells)} | distinct games | seconds, wall (CPU) |",
+            "|---|" + "---|" * (len(cells) + 2)]
+    for row in report["rows"]:
+        values = " | ".join(f"{row['pass'][f'{k},{t}']:.3f}" for k in ks for t in ts)
+        rows.append(f"| {row['label']} | {values} | {row['distinct_games']} | {row['wall_s']:.0f} ({row['cpu_s']:.0f}) |")
+    plan = report["plan_length"]
+    summary = (f"{report['split']}: {report['games']} games, the fixed expert's plan length min / median / max "
+               f"{plan['min']} / {plan['median']:g} / {plan['max']}; tasks = env reset seeds {report['seed']}–"
+               f"{report['seed'] + report['tasks'] - 1}, {report['attempts']} attempts. ")
+    return "\n".join(rows + ["", summary + _source("alfworld-difficulty/valid_unseen.json", report["provenance"])])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -235,6 +415,14 @@ GENERATORS: dict[str, Generator] = {
     "logprob-kernels-smollm2": logprob_kernels_smollm2_table,
     "frontier-alfworld": frontier_alfworld_table,
     "alfworld-equivalence": alfworld_equivalence_table,
+    "webshop-difficulty": webshop_difficulty_table,
+    "webshop-throughput": webshop_throughput_table,
+    "textworld-throughput": textworld_throughput_table,
+    "ray-scaling": ray_scaling_table,
+    "alfworld-bundle": alfworld_bundle_table,
+    "action-rewrites": action_rewrites_table,
+    "action-rewrites-alfworld": lambda: action_rewrites_table("alfworld.json", "another object or receptacle number"),
+    "alfworld-difficulty": alfworld_difficulty_table,
 }
 
 
