@@ -119,6 +119,27 @@ def learning_check_table() -> str:
     return "\n".join(lines)
 
 
+def verifiers_concurrency_table(folder: Path | None = None) -> str:
+    """Per results file and model latency: wall time, stall share and longest stall, one at a time and concurrent."""
+    folder = folder or DATA / "verifiers-concurrency"
+    lines = ["| engine | model latency per reply | rollouts in flight | wall | event loop in stalls > 0.1 s "
+             "| longest stall | load average (start → end) |", "|---|---|---|---|---|---|---|"]
+    sources = []
+    for path in sorted(folder.glob("*.json")):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        source = report["provenance"]
+        sources.append(f"From `docs/data/verifiers-concurrency/{path.name}`: `{source['command']}` at commit "
+                       f"`{source['commit'][:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
+                       f"{source.get('cpus', '?')} CPUs, {source.get('utc', '?')}.")
+        for row in report["rows"]:
+            lines.append(f"| {row['engine']} | {row['latency_s']:g} s | {row['max_concurrent']} of {row['rollouts']} "
+                         f"| {row['wall_s']:.1f} s | {row['stall_share']:.0%} ({row['stalls_over_0.1s']} stalls) "
+                         f"| {row['max_loop_stall_s']:.2f} s | {_load(source)} |")
+    if not sources:
+        return "(no results file under docs/data/verifiers-concurrency/ yet)"
+    return "\n".join([*lines, "", *sources])
+
+
 def _load(source: dict[str, Any]) -> str:
     start, end = source.get("load_average"), source.get("load_average_end")
     first = f"{start[0]:.1f}" if start else "?"
@@ -423,6 +444,7 @@ GENERATORS: dict[str, Generator] = {
     "action-rewrites": action_rewrites_table,
     "action-rewrites-alfworld": lambda: action_rewrites_table("alfworld.json", "another object or receptacle number"),
     "alfworld-difficulty": alfworld_difficulty_table,
+    "verifiers-concurrency": verifiers_concurrency_table,
 }
 
 
