@@ -30,6 +30,7 @@ from typing import Any
 
 from agentgym_budget.policies.base import PolicyReply, register_policy
 from agentgym_budget.policies.chat import ChatBackend, Completion, Message, Sampling
+from agentgym_budget.policies.few_shot import few_shot_examples
 from agentgym_budget.policies.prompting import (PROMPTS, Example, build_messages, chat_messages, check_matching,
                                                 parse_action, split_budget, strip_imagined_observation,
                                                 turn_message, written_command)
@@ -130,12 +131,8 @@ class LLMPolicy:
         self.max_turns_shown = max_turns_shown
         self.system_prompt = PROMPTS[prompt] if system_prompt is None else system_prompt
         self.few_shot_env = few_shot_env
-        self.examples: tuple[Example, ...] = ()
-        if few_shot_env is not None:
-            from agentgym_budget.policies.few_shot import expert_example
-
-            self.examples = (expert_example(str(few_shot_env), int(few_shot_seed), list_commands=self.list_admissible,
-                                            candidates=int(few_shot_candidates)),)
+        self.examples: tuple[Example, ...] = few_shot_examples(few_shot_env, few_shot_seed, few_shot_candidates,
+                                                               list_commands=self.list_admissible)
         self._episode = LLMEpisode(seed=0)
 
     @property
