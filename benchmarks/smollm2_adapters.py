@@ -201,6 +201,10 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     logged = pd.concat([pd.read_parquet(t) for t in tables]) if tables else pd.DataFrame()
     history = [entry for entry in trainer.state.log_history if "loss" in entry]
     completions = [list(c) for c in logged.get("completion", [])]
+    # TRL logs per step the completions' mean length and the tokens seen so far (prompts + completions)
+    per_step = len(logged) / max(len(history), 1)
+    completion_tokens = round(sum(e.get("completions/mean_length", 0.0) for e in history) * per_step)
+    tokens_seen = int(max((e.get("num_tokens", 0) for e in trainer.state.log_history), default=0))
     return {
         "steps": int(trainer.state.global_step), "episodes": int(len(logged)),
         "turns": int(logged["turns"].sum()) if len(logged) else 0,
@@ -208,6 +212,8 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
         "valid_reply_share": valid_share(effects), "won": int(logged["won"].sum()) if len(logged) else 0,
         "outcomes": logged["outcome"].value_counts().to_dict() if len(logged) else {},
         "completion_tokens_mean": [round(float(e.get("completions/mean_length", 0)), 1) for e in history],
+        "prompt_tokens": tokens_seen - completion_tokens if tokens_seen else None,
+        "completion_tokens": completion_tokens, "losses": [e.get("loss") for e in history],
         "template_refused_before_adapter": refused, "seconds": round(seconds, 1),
         "first_replies": [str(next((m.get("content") for m in c if m.get("role") == "assistant"), ""))[:200]
                           for c in completions[:4]],
