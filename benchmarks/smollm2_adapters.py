@@ -18,7 +18,10 @@ budget 2, the env showing the budget) with the real chat model:
   template over its own vocabulary (SmolLM2 is ChatML already).  Whether the model then writes
   tool calls is what the run measures (``tool_calls`` / ``turns``).
 
-verifiers and SkyRL use either prompt of ``benchmarks/smollm2_eval.py``: ``zero`` (the default
+``evaluator`` plays the same episodes (env seeds, budget, prompt, sampling) with the evaluator's own
+``LLMPolicy`` over the same server: the reference the adapters' figures are read against.
+
+verifiers, SkyRL and the evaluator use either prompt of ``benchmarks/smollm2_eval.py``: ``zero`` (the default
 ReAct prompt) or ``best`` (the one-line ``Action:`` prompt, the evaluator's worked example through
 the adapters' ``few_shot_env`` option, stop at a newline or a comma).  Each run writes
 ``docs/data/smollm2-adapters/<library>-<prompt>.json``: episodes, turns, valid-reply share (the
@@ -29,6 +32,7 @@ Run (CPU; each a few minutes on 2 busy cores):
     python benchmarks/smollm2_adapters.py verifiers --prompt best --episodes 8
     python benchmarks/smollm2_adapters.py skyrl --prompt best --episodes 8
     python benchmarks/smollm2_adapters.py trl --steps 2
+    python benchmarks/smollm2_adapters.py evaluator --prompt best --episodes 8
 """
 
 from __future__ import annotations
@@ -121,6 +125,37 @@ def _total(usage: list[dict[str, Any]], *keys: str) -> int | None:
 def _first_reply(completion: list[Any]) -> str:
     message = completion[0] if completion else {}
     return str(message.get("content") if isinstance(message, dict) else getattr(message, "content", ""))
+
+
+# -- the evaluator's own policy, the reference ---------------------------------------------------------
+def run_evaluator(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
+    """The same episodes (env seeds, budget, prompt, sampling) played by the evaluator's ``LLMPolicy``."""
+    from agentgym_budget.envs.registration import make_budget_env
+    from agentgym_budget.policies.llm import make_openai_policy
+
+    prompt, effects = PROMPTS[args.prompt], []
+    sampling = prompt["sampling"]
+    policy = make_openai_policy("smollm2", base_url=base_url, api_key="none", temperature=TEMPERATURE,
+                                max_new_tokens=sampling["max_tokens"], stop=sampling.get("stop"), timeout=600,
+                                system_prompt=prompt["system_prompt"], **prompt["few_shot"])
+    env = EffectLog(make_budget_env(ENV_ID, BUDGET, show_budget=True, split=SPLIT), effects)
+    episodes, turns, won, prompt_tokens, completion_tokens, first = 0, 0, 0, 0, 0, []
+    start = time.perf_counter()
+    for seed in range(args.seed, args.seed + args.episodes):
+        obs, info = env.reset(seed=seed)
+        state, done = policy.start(seed), False
+        while not done:
+            [reply] = policy.act_batch([state], [obs], [info])
+            prompt_tokens += reply.prompt_tokens or 0
+            completion_tokens += reply.completion_tokens or 0
+            obs, _, terminated, truncated, info = env.step(reply.action)
+            turns, done = turns + 1, terminated or truncated
+        first += [state.history[0][1]] if len(first) < 4 else []
+        episodes, won = episodes + 1, won + int(bool(info.get("won")))
+    env.close()
+    return {"episodes": episodes, "turns": turns, "valid_reply_share": valid_share(effects), "won": won,
+            "prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+            "seconds": round(time.perf_counter() - start, 1), "first_replies": first}
 
 
 # -- SkyRL-gym ------------------------------------------------------------------------------------------
@@ -237,7 +272,7 @@ def served(run: Callable[[argparse.Namespace, str], dict[str, Any]], args: argpa
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("library", choices=("verifiers", "skyrl", "trl"))
+    parser.add_argument("library", choices=("verifiers", "skyrl", "trl", "evaluator"))
     parser.add_argument("--prompt", choices=sorted(PROMPTS), default="best")
     parser.add_argument("--episodes", type=int, default=8, help="verifiers/skyrl: episodes (seeds seed..)")
     parser.add_argument("--steps", type=int, default=2, help="trl: optimizer steps")
@@ -249,7 +284,8 @@ def main(argv: list[str] | None = None) -> None:
         result = run_trl(args)
         name = "trl"
     else:
-        result = served(run_verifiers if args.library == "verifiers" else run_skyrl, args)
+        runs = {"verifiers": run_verifiers, "skyrl": run_skyrl, "evaluator": run_evaluator}
+        result = served(runs[args.library], args)
         name = f"{args.library}-{args.prompt}"
     argv_used = sys.argv if argv is None else ["benchmarks/smollm2_adapters.py", *argv]
     report = {"provenance": provenance(argv_used), "library": args.library, "model": "smollm2",
