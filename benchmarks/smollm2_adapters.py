@@ -19,7 +19,9 @@ budget 2, the env showing the budget) with the real chat model:
   tool calls is what the run measures (``tool_calls`` / ``turns``).
 
 ``evaluator`` plays the same episodes (env seeds, budget, prompt, sampling) with the evaluator's own
-``LLMPolicy`` over the same server: the reference the adapters' figures are read against.
+``LLMPolicy`` over the same server (``history="append"``: earlier user messages as shown, as the
+libraries keep their conversations): the reference the adapters' figures are read against.  With
+``--temperature 0`` every path gets the same prompt and replies greedily, so all should play alike.
 
 verifiers, SkyRL and the evaluator use either prompt of ``benchmarks/smollm2_eval.py``: ``zero`` (the default
 ReAct prompt) or ``best`` (the one-line ``Action:`` prompt, the evaluator's worked example through
@@ -59,7 +61,7 @@ from benchmarks.provenance import provenance  # noqa: E402
 
 DATA = ROOT / "docs" / "data" / "smollm2-adapters"
 ENV_ID, SPLIT, BUDGET, EXAMPLE_ENV = "KeyDoor-Budget-v0", "test", 2, "KeyDoor-v0"
-TEMPERATURE = 0.7
+TEMPERATURE = 0.7  # the default; --temperature 0 plays greedily (every path should then reply alike)
 #: The prompts of benchmarks/smollm2_eval.py, in the adapters' terms.
 PROMPTS: dict[str, dict[str, Any]] = {
     "zero": {"system_prompt": SYSTEM_PROMPT, "few_shot": {}, "sampling": {"max_tokens": 32}},
@@ -98,7 +100,7 @@ def run_verifiers(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
                              wrappers=[functools.partial(EffectLog, effects=effects)], **prompt["few_shot"])
     client = StrictServerClient(AsyncOpenAI(base_url=base_url, api_key="none", timeout=600))
     # llama-cpp-python's server ignores verifiers' max_completion_tokens: max_tokens via extra_body
-    sampling = {"temperature": TEMPERATURE, "extra_body": {**prompt["sampling"], "seed": args.seed}}
+    sampling = {"temperature": args.temperature, "extra_body": {**prompt["sampling"], "seed": args.seed}}
     start = time.perf_counter()
     results = env.evaluate_sync(client, "smollm2", sampling_args=sampling, rollouts_per_example=1, max_concurrent=1)
     seconds = time.perf_counter() - start
@@ -135,9 +137,11 @@ def run_evaluator(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
 
     prompt, effects = PROMPTS[args.prompt], []
     sampling = prompt["sampling"]
-    policy = make_openai_policy("smollm2", base_url=base_url, api_key="none", temperature=TEMPERATURE,
+    # history="append": every earlier user message as it was shown (budget line, commands), as the libraries
+    # keep their conversations; the evaluator's default shows earlier observations only
+    policy = make_openai_policy("smollm2", base_url=base_url, api_key="none", temperature=args.temperature,
                                 max_new_tokens=sampling["max_tokens"], stop=sampling.get("stop"), timeout=600,
-                                system_prompt=prompt["system_prompt"], **prompt["few_shot"])
+                                system_prompt=prompt["system_prompt"], history="append", **prompt["few_shot"])
     env = EffectLog(make_budget_env(ENV_ID, BUDGET, show_budget=True, split=SPLIT), effects)
     episodes, turns, won, prompt_tokens, completion_tokens, first = 0, 0, 0, 0, 0, []
     start = time.perf_counter()
@@ -178,7 +182,7 @@ def run_skyrl(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         chat, _ = env.init([])
         done = False
         while not done:  # SkyRL's agent loop: generate, step, extend the chat with the observations
-            reply = client.chat.completions.create(model="smollm2", messages=chat, temperature=TEMPERATURE,
+            reply = client.chat.completions.create(model="smollm2", messages=chat, temperature=args.temperature,
                                                    seed=seed, **prompt["sampling"])
             text = reply.choices[0].message.content or ""
             prompt_tokens += reply.usage.prompt_tokens
@@ -219,7 +223,8 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
     config = GRPOConfig(output_dir=str(out), use_cpu=True, bf16=False, max_steps=args.steps,
                         per_device_train_batch_size=2, num_generations=2, learning_rate=1e-6,
                         # KeyDoor's TRL turn is ~90 SmolLM2 tokens (docs/data/chars-per-token): 2 turns + a reply
-                        max_completion_length=256, max_tool_calling_iterations=BUDGET + 1, temperature=TEMPERATURE,
+                        max_completion_length=256, max_tool_calling_iterations=BUDGET + 1,
+                        temperature=args.temperature,
                         logging_steps=1, log_completions=True, report_to="none", save_strategy="no", seed=args.seed,
                         dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=rows,
@@ -277,6 +282,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes", type=int, default=8, help="verifiers/skyrl: episodes (seeds seed..)")
     parser.add_argument("--steps", type=int, default=2, help="trl: optimizer steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--temperature", type=float, default=TEMPERATURE)
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -286,11 +292,11 @@ def main(argv: list[str] | None = None) -> None:
     else:
         runs = {"verifiers": run_verifiers, "skyrl": run_skyrl, "evaluator": run_evaluator}
         result = served(runs[args.library], args)
-        name = f"{args.library}-{args.prompt}"
+        name = f"{args.library}-{args.prompt}" + ("-greedy" if args.temperature == 0 else "")
     argv_used = sys.argv if argv is None else ["benchmarks/smollm2_adapters.py", *argv]
     report = {"provenance": provenance(argv_used), "library": args.library, "model": "smollm2",
               "env_id": ENV_ID, "split": SPLIT, "budget": BUDGET,
-              "prompt": None if args.library == "trl" else args.prompt, "temperature": TEMPERATURE, **result}
+              "prompt": None if args.library == "trl" else args.prompt, "temperature": args.temperature, **result}
     out = args.out or DATA / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
