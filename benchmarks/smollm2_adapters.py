@@ -226,8 +226,8 @@ def run_trl(args: argparse.Namespace) -> dict[str, Any]:
                         max_completion_length=256, max_tool_calling_iterations=BUDGET + 1,
                         temperature=args.temperature,
                         logging_steps=1, log_completions=True, report_to="none", save_strategy="no", seed=args.seed,
-                        # checkpointing turns the KV cache off in generate (every token re-reads the whole
-                        # sequence): measured slower than the memory it saves is worth on a 135 M model
+                        # TRL's GRPO default is on: it re-runs every layer in the backward pass, and a 135 M
+                        # model's activations at these lengths fit in memory (generation keeps its KV cache either way)
                         gradient_checkpointing=False, dataloader_num_workers=0)
     trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=config, train_dataset=rows,
                           reward_funcs=[episode_reward],
