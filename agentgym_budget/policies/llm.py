@@ -151,7 +151,7 @@ class LLMPolicy:
 
     def messages(self, state: LLMEpisode, obs: str, info: dict[str, Any]) -> list[Message]:
         """The conversation the model sees for this turn (without changing the state)."""
-        new = turn_message(obs, info, show_budget=self.show_budget, list_commands=self.list_admissible)
+        new = self._turn_message(obs, info)
         task = str(info.get("task", ""))
         if self.history == "append":
             first = self._first_shown(state)
@@ -177,10 +177,16 @@ class LLMPolicy:
             reply = strip_imagined_observation(completion.text)
             action = parse_action(reply, info.get("admissible_commands"), matching=self.action_matching)
             written = written_command(reply)
-            self._record(state, split_budget(obs, info)[0], conversation[-1]["content"], completion, reply, action)
+            # the turn's own message, not conversation[-1]: with few-shot examples the first one shown opens
+            # with the task line, which chat_messages adds again each time it lays the conversation out
+            self._record(state, split_budget(obs, info)[0], self._turn_message(obs, info), completion, reply, action)
             replies.append(PolicyReply(action, completion.text, completion.prompt_tokens, completion.completion_tokens,
                                        completion, written_action=written if written != action else None))
         return replies
+
+    def _turn_message(self, obs: str, info: dict[str, Any]) -> str:
+        """This turn's user message (:func:`~agentgym_budget.policies.prompting.turn_message`)."""
+        return turn_message(obs, info, show_budget=self.show_budget, list_commands=self.list_admissible)
 
     def _record(self, state: LLMEpisode, obs: str, shown: str, completion: Completion, reply: str,
                 action: str) -> None:
