@@ -181,8 +181,8 @@ def smollm2_adapters_table(folder: Path | None = None) -> str:
     paths = sorted(folder.glob("*.json"))
     if not paths:
         return f"(no results files under {folder.relative_to(REPO).as_posix()}/ yet)"
-    rows = ["| library | prompt | episodes | turns | valid replies | won | tokens (prompt + completion) | wall s |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| library | prompt | temperature | episodes | turns | valid replies | won | tokens (prompt + completion) "
+            "| wall s |", "|---|---|---|---|---|---|---|---|---|"]
     sources = []
     for path in paths:
         run = json.loads(path.read_text(encoding="utf-8"))
@@ -190,7 +190,7 @@ def smollm2_adapters_table(folder: Path | None = None) -> str:
         tokens = (f"{run['prompt_tokens']:,} + {run['completion_tokens']:,}"
                   if run.get("prompt_tokens") is not None else "not reported")
         prompt = run.get("prompt") or "TRL tool calls"
-        rows.append(f"| {run['library']} | {prompt} | {run['episodes']} | {run['turns']} | "
+        rows.append(f"| {run['library']} | {prompt} | {run['temperature']:g} | {run['episodes']} | {run['turns']} | "
                     f"{'—' if valid is None else f'{valid:.2f}'} | {run['won']} | {tokens} | {run['seconds']:.0f} |")
         sources.append(_source_line(path, run.get("provenance", {})))
     return "\n".join(rows + [""] + sources)
