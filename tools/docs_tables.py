@@ -427,6 +427,73 @@ def alfworld_difficulty_table() -> str:
                f"{plan['min']} / {plan['median']:g} / {plan['max']}; tasks = env reset seeds {report['seed']}–"
                f"{report['seed'] + report['tasks'] - 1}, {report['attempts']} attempts. ")
     return "\n".join(rows + ["", summary + _source("alfworld-difficulty/valid_unseen.json", report["provenance"])])
+def _source_line(path: Path, source: dict[str, Any]) -> str:
+    """``From `FILE`: `command` at commit `...`, load average ... on N CPUs, time.``"""
+    return (f"From `{path.relative_to(REPO).as_posix()}`: `{source.get('command', '?')}` at commit "
+            f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
+            f"load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}.")
+
+
+def chars_per_token_table(path: Path | None = None) -> str:
+    """Per env family: characters per SmolLM2 token of the evaluator's prompts and of TRL turns."""
+    path = path or DATA / "chars-per-token" / "smollm2.json"
+    if not path.is_file():
+        return f"(no results file {path.relative_to(REPO).as_posix()} yet)"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    rows = ["| env | prompt: chars per token | prompt tokens, mean (p95) | TRL turn: chars per token "
+            "| TRL turn tokens, mean (p95) |", "|---|---|---|---|---|"]
+    for family in report["families"]:
+        if "skipped" in family:
+            rows.append(f"| {family['env_id']} | not run here: {family['skipped']} | | | |")
+            continue
+        prompt, turn = family["prompt"], family["trl_turn"]
+        rows.append(f"| {family['env_id']} | {prompt['chars_per_token']:.2f} | {prompt['tokens_per_text_mean']:.0f} "
+                    f"({prompt['tokens_per_text_p95']:.0f}) | {turn['chars_per_token']:.2f} | "
+                    f"{turn['tokens_per_text_mean']:.0f} ({turn['tokens_per_text_p95']:.0f}) |")
+    overall = report["overall_chars_per_token"]
+    rows += ["", f"Across families (min / median / max): prompts {overall['prompt']['min']:.2f} / "
+                 f"{overall['prompt']['median']:.2f} / {overall['prompt']['max']:.2f}, TRL turns "
+                 f"{overall['trl_turn']['min']:.2f} / {overall['trl_turn']['median']:.2f} / "
+                 f"{overall['trl_turn']['max']:.2f} characters per token ({report['episodes']} random episodes "
+                 f"per family at budget {report['budget']}).", _source_line(path, report.get("provenance", {}))]
+    return "\n".join(rows)
+
+
+def trl_turn_length_table(path: Path | None = None) -> str:
+    """ALFWorld turns in a TRL completion, in SmolLM2 tokens: per turn and per episode, random and expert play."""
+    path = path or DATA / "trl-turn-length" / "smollm2.json"
+    if not path.is_file():
+        return f"(no results file {path.relative_to(REPO).as_posix()} yet)"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    rows = ["| commands | episodes × budget | turns | per turn: mean / p95 / max | per episode: mean / max |",
+            "|---|---|---|---|---|"]
+    for row in report["rows"]:
+        unit = row["unit"]
+        rows.append(f"| {row['policy']} | {row['episodes']} × {row['budget']} | {row['turns']} | "
+                    f"{row['per_turn_mean']:.0f} / {row['per_turn_p95']:.0f} / {row['per_turn_max']} {unit} | "
+                    f"{row['per_episode_mean']:.0f} / {row['per_episode_max']} {unit} |")
+    return "\n".join(rows + ["", _source_line(path, report.get("provenance", {}))])
+
+
+def smollm2_adapters_table(folder: Path | None = None) -> str:
+    """SmolLM2 through each adapter: episodes, turns, valid replies, wins, tokens, seconds."""
+    folder = folder or DATA / "smollm2-adapters"
+    paths = sorted(folder.glob("*.json"))
+    if not paths:
+        return f"(no results files under {folder.relative_to(REPO).as_posix()}/ yet)"
+    rows = ["| library | prompt | temperature | episodes | turns | valid replies | won | tokens (prompt + completion) "
+            "| wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    sources = []
+    for path in paths:
+        run = json.loads(path.read_text(encoding="utf-8"))
+        valid = run.get("valid_reply_share")
+        tokens = (f"{run['prompt_tokens']:,} + {run['completion_tokens']:,}"
+                  if run.get("prompt_tokens") is not None else "not reported")
+        prompt = run.get("prompt") or "TRL tool calls"
+        rows.append(f"| {run['library']} | {prompt} | {run['temperature']:g} | {run['episodes']} | {run['turns']} | "
+                    f"{'—' if valid is None else f'{valid:.2f}'} | {run['won']} | {tokens} | {run['seconds']:.0f} |")
+        sources.append(_source_line(path, run.get("provenance", {})))
+    return "\n".join(rows + [""] + sources)
 
 
 #: Every generator by the name its docs block carries.
@@ -445,6 +512,9 @@ GENERATORS: dict[str, Generator] = {
     "action-rewrites-alfworld": lambda: action_rewrites_table("alfworld.json", "another object or receptacle number"),
     "alfworld-difficulty": alfworld_difficulty_table,
     "verifiers-concurrency": verifiers_concurrency_table,
+    "chars-per-token": chars_per_token_table,
+    "trl-turn-length": trl_turn_length_table,
+    "smollm2-adapters": smollm2_adapters_table,
 }
 
 

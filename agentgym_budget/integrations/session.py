@@ -84,7 +84,7 @@ import inspect
 import json
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -92,14 +92,16 @@ import gymnasium as gym
 from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.episodes.outcome import episode_over
-from agentgym_budget.policies.prompting import turn_message
+from agentgym_budget.policies.chat import Message
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, Example, chat_messages, turn_message
 from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 __all__ = [
     "ARGUMENT_ERRORS", "BudgetSession", "EnvTimeout", "EpisodeOver", "ProgressCounters", "ReplayDiverged",
-    "SharedProgress", "Wrapper", "call_with_deadline", "end_text", "format_turn", "json_safe", "process_reward_wrapper",
+    "SharedProgress", "Wrapper", "call_with_deadline", "end_text", "format_turn", "json_safe", "opening_messages",
+    "process_reward_wrapper",
 ]
 
 #: Something that wraps an env (e.g. ``lambda env: ProcessReward(env, "subgoal", 0.1)``).
@@ -513,6 +515,29 @@ def format_turn(session: BudgetSession, list_commands: bool = True) -> str:
     if session.done:
         text += "\n\n" + end_text(session)
     return text
+
+
+def opening_messages(session: BudgetSession, system_prompt: str = SYSTEM_PROMPT, examples: Sequence[Example] = (),
+                     list_commands: bool = True) -> list[Message]:
+    """The conversation's opening as the evaluator writes it: the system message with the task, then
+    (few-shot) the worked ``examples``, then the first turn's user message (:func:`format_turn`).
+
+    :func:`~agentgym_budget.policies.prompting.chat_messages` lays it out, as for
+    ``LLMPolicy``: with examples, the first user message opens with this episode's task line.
+    ``examples``: :func:`~agentgym_budget.policies.few_shot.few_shot_examples` of the adapter's
+    ``few_shot_env`` (``()``: zero-shot, the system message and the first turn only).
+
+    >>> import agentgym_budget
+    >>> session = BudgetSession("KeyDoor-Budget-v0", budget=3)
+    >>> _ = session.reset(seed=0, options={"task": "red-blue"})
+    >>> [m["role"] for m in opening_messages(session)]
+    ['system', 'user']
+    >>> shots = [("open the red door", [("Observation: a hall", "Action: take key")])]
+    >>> [m["role"] for m in opening_messages(session, examples=shots)]
+    ['system', 'user', 'assistant', 'user']
+    """
+    return chat_messages(str(session.info.get("task", "")), [(format_turn(session, list_commands), None)],
+                         system_prompt=system_prompt, examples=examples)
 
 
 def end_text(session: BudgetSession) -> str:

@@ -8,7 +8,9 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
 
 * ``env_config`` (SkyRL's per-env-class config, a mapping or ``DictConfig``): ``budget`` (any
   budget spec; default: the id's), ``action_matching`` (``exact``, the default, or ``fuzzy``: see
-  below), ``list_commands``, ``system_prompt``, ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
+  below), ``list_commands``, ``system_prompt``, ``few_shot_env`` / ``few_shot_seed`` /
+  ``few_shot_candidates`` (as ``LLMPolicy``'s: the evaluator's worked example before the first
+  turn), ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
   on top: a signal name, or a mapping of its arguments such as ``{signal: subgoal, coef: 0.1}``),
   ``step_timeout_s`` (a deadline per env call: a hung env is a fault, see below),
   the ``TurnBudget`` options (``show_budget``, ``budget_template``, a curriculum's
@@ -90,8 +92,9 @@ import gymnasium as gym
 from agentgym_budget._optional import require
 from agentgym_budget.envs.registration import FAMILIES, env_creator
 from agentgym_budget.integrations.session import (
-    BudgetSession, ProgressCounters, SharedProgress, Wrapper, format_turn, process_reward_wrapper)
-from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action, system_message
+    BudgetSession, ProgressCounters, SharedProgress, Wrapper, format_turn, opening_messages, process_reward_wrapper)
+from agentgym_budget.policies.few_shot import few_shot_examples
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action
 from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
 
 _WHAT = "the SkyRL-gym adapter"
@@ -103,7 +106,7 @@ __all__ = ["SkyRLBudgetEnv", "register_skyrl_envs", "reset_shared_progress", "sh
 
 #: ``env_config`` keys this adapter reads itself (the rest go to ``make_budget_env``).
 ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward",
-                          "step_timeout_s", "system_prompt"})
+                          "step_timeout_s", "system_prompt", "few_shot_env", "few_shot_seed", "few_shot_candidates"})
 
 _progress = ProgressCounters()  # shared_progress's counters (thread-safe: SkyRL may init envs from an executor's threads)
 
@@ -134,6 +137,8 @@ class SkyRLBudgetEnv(BaseTextEnv):
         self.list_commands = bool(config.pop("list_commands", True))
         self.system_prompt = str(config.pop("system_prompt", SYSTEM_PROMPT))
         self.action_matching = check_matching(config.pop("action_matching", "exact"))
+        self.examples = few_shot_examples(config.pop("few_shot_env", None), config.pop("few_shot_seed", 0),
+                                          config.pop("few_shot_candidates", 1), list_commands=self.list_commands)
         process_reward = config.pop("process_reward", None)
         if process_reward is not None:
             wrappers = [*wrappers, process_reward_wrapper(process_reward, "env_config")]
@@ -149,17 +154,18 @@ class SkyRLBudgetEnv(BaseTextEnv):
 
         A prompt without a system message gets the one the evaluator and the trainer write (the
         instructions, ``env_config["system_prompt"]``, then the task); a dataset's own is kept.
+        With ``env_config["few_shot_env"]`` the evaluator's worked example comes before the first turn.
         """
         options = self.extras.get("options")
         progress = self.extras.get("progress")  # SkyRL passes none: the shared counter (module docstring)
         self.turns = 0
         self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
                            progress=progress)
-        first = {"role": "user", "content": format_turn(self.session, self.list_commands)}
+        system, *opening = opening_messages(self.session, self.system_prompt, self.examples, self.list_commands)
         prompt = list(prompt)
         if not any(message.get("role") == "system" for message in prompt):
-            prompt.insert(0, dict(system_message(str(self.session.info.get("task", "")), self.system_prompt)))
-        return [*prompt, first], self._metadata()
+            prompt.insert(0, dict(system))
+        return [*prompt, *(dict(message) for message in opening)], self._metadata()
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """Play the command in ``action`` (the model's reply); the next observation, reward, done."""
