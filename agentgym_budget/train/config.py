@@ -177,6 +177,9 @@ class TrainConfig:
     """LoRA scaling ``alpha`` (the update is scaled by ``alpha / r``)"""
     lora_dropout: float = 0.0
     """dropout on the LoRA path (0 keeps the sampler and the loss's distribution equal)"""
+    lora_layers: int = 0
+    """LoRA on the top this many decoder layers only (0: every layer); the layers below have no adapter
+    and autograd stops at the first adapted one, so the backward and its saved activations shrink"""
 
     # -- several processes (torchrun) -----------------------------------------------------
     distributed: str = "ddp"
@@ -237,9 +240,11 @@ class TrainConfig:
         _one_of("rollout_backend", self.rollout_backend, ("local", "ray"))
         _one_of("lr_schedule", self.lr_schedule, ("constant", "cosine"))
         _one_of("distributed", self.distributed, ("ddp", "fsdp"))
-        for name in ("lr_warmup_steps", "lora_r"):
+        for name in ("lr_warmup_steps", "lora_r", "lora_layers"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.lora_layers and not self.lora_r:
+            raise ValueError(f"lora_layers={self.lora_layers} needs LoRA (lora_r > 0)")
         if self.format_warmup_steps is not None and self.format_warmup_steps < 0:
             raise ValueError(f"format_warmup_steps must be >= 0 or None, got {self.format_warmup_steps}")
         if self.format_warmup_steps and self.model != "tiny":
