@@ -34,3 +34,23 @@ def test_the_learning_check_table_is_made_from_every_file_and_refuses_a_seed_twi
     (tmp_path / "c.json").write_text(json.dumps({"runs": [run]}))
     with pytest.raises(ValueError, match="a seed appears in two learning-check files"):
         docs_tables.learning_check_runs(tmp_path)
+
+
+def test_the_smollm2_table_reads_its_rows_in_order_with_their_intervals(tmp_path, monkeypatch):
+    cell = {"pass1": 0.25, "successes": 8, "tasks": 32, "wilson95": [0.13, 0.42]}
+    sft = {"episodes": 40, "turns": 100, "reply_loss_before": 1.3, "reply_loss_after": 0.2, "cpu_seconds": 90,
+           "config": {"source": "random", "steps": 8, "batch_size": 8}}
+    rl = {"config": {"budget": "mix:2,3,4"}, "updates": 20, "episodes": 160, "cpu_seconds": 600}
+    files = {"sft-format+rl-mix-seed0": {"sft": sft, "rl": rl}, "zero-shot": {}, "sft-format": {"sft": sft}}
+    for name, extra in files.items():
+        row = {"row": name, "held_out_pass1": {"2": cell}, "provenance": {"command": f"python {name}"}, **extra}
+        (tmp_path / f"{name}.json").write_text(json.dumps(row))
+    assert [r["row"] for r in docs_tables.smollm2_table_rows(tmp_path)] == [
+        "zero-shot", "sft-format", "sft-format+rl-mix-seed0"]
+    real = docs_tables.smollm2_table_rows
+    monkeypatch.setattr(docs_tables, "smollm2_table_rows", lambda folder=None: real(tmp_path))
+    table = docs_tables.smollm2_table()
+    assert "| zero-shot | none (the base model) | 0.25 [0.13, 0.42] (8/32) | 32 |" in table
+    assert "SFT random: 40 episodes, 8 steps × 8, reply loss 1.30 → 0.20, 1.5 CPU-min; then GRPO mix:2,3,4: " \
+           "20 updates, 160 episodes, 10.0 CPU-min" in table
+    assert "`python sft-format+rl-mix-seed0`" in table

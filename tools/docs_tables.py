@@ -127,9 +127,67 @@ def _load(source: dict[str, Any]) -> str:
     return f"{first} → {end[0]:.1f}" if end else first
 
 
+#: The real-model table's rows in reading order (a row file's name without ``.json``; an RL row is
+#: ``<start>+rl-<arm>-seed<N>`` and sorts after the start it trained from).
+SMOLLM2_ROW_ORDER = ("zero-shot", "sft-format", "sft-expert")
+
+
+def smollm2_table_rows(folder: Path | None = None) -> list[dict[str, Any]]:
+    """Every row file of ``docs/data/smollm2-table/`` in reading order (:data:`SMOLLM2_ROW_ORDER`, then RL rows)."""
+    folder = folder or DATA / "smollm2-table"
+    rows = [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("*.json"))]
+
+    def order(row: dict[str, Any]) -> tuple[int, str]:
+        name = row["row"]
+        return (SMOLLM2_ROW_ORDER.index(name), "") if name in SMOLLM2_ROW_ORDER else (len(SMOLLM2_ROW_ORDER), name)
+    return sorted(rows, key=order)
+
+
+def smollm2_table() -> str:
+    """Per row: what trained it, held-out Pass@(1,T) with its 95 % Wilson interval per T, tasks; then each command."""
+    rows = smollm2_table_rows()
+    if not rows:
+        return "(no results file under docs/data/smollm2-table/ yet)"
+    ts = sorted({int(t) for row in rows for t in row["held_out_pass1"]})
+    lines = ["| row | training | " + " | ".join(f"held-out Pass@(1,T={t}) [95 % CI]" for t in ts) + " | tasks |",
+             "|---|---|" + "---|" * len(ts) + "---|"]
+    for row in rows:
+        cells = []
+        for t in ts:
+            cell = row["held_out_pass1"].get(str(t))
+            cells.append("–" if cell is None else f"{cell['pass1']:.2f} [{cell['wilson95'][0]:.2f}, "
+                                                  f"{cell['wilson95'][1]:.2f}] ({cell['successes']}/{cell['tasks']})")
+        tasks = max(cell["tasks"] for cell in row["held_out_pass1"].values())
+        lines.append(f"| {row['row']} | {_smollm2_training(row)} | " + " | ".join(cells) + f" | {tasks} |")
+    lines.append("")
+    for row in rows:
+        source = row["provenance"]
+        lines.append(f"- {row['row']}: `{source.get('command', '?')}` at commit `{str(source.get('commit', '?'))[:10]}`"
+                     f"{' (uncommitted changes)' if source.get('dirty') else ''}, load average {_load(source)} on "
+                     f"{source.get('cpus', '?')} CPUs, {source.get('utc', '?')} "
+                     f"(`docs/data/smollm2-table/{row['row']}.json`).")
+    return "\n".join(lines)
+
+
+def _smollm2_training(row: dict[str, Any]) -> str:
+    """What the row's model went through: SFT (source, episodes, steps, reply loss, CPU) and GRPO (updates, ...)."""
+    parts = []
+    if "sft" in row:
+        sft, config = row["sft"], row["sft"]["config"]
+        parts.append(f"SFT {config['source']}: {sft['episodes']} episodes, {config['steps']} steps × "
+                     f"{config['batch_size']}, reply loss {sft['reply_loss_before']:.2f} → {sft['reply_loss_after']:.2f},"
+                     f" {sft['cpu_seconds'] / 60:.1f} CPU-min")
+    if "rl" in row:
+        rl = row["rl"]
+        parts.append(f"GRPO {rl['config']['budget']}: {rl['updates']} updates, {rl['episodes']} episodes, "
+                     f"{rl['cpu_seconds'] / 60:.1f} CPU-min")
+    return "; then ".join(parts) or "none (the base model)"
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
+    "smollm2-table": smollm2_table,
 }
 
 
