@@ -54,3 +54,17 @@ def test_the_smollm2_table_reads_its_rows_in_order_with_their_intervals(tmp_path
     assert "SFT random: 40 episodes, 8 steps × 8, reply loss 1.30 → 0.20, 1.5 CPU-min; then GRPO mix:2,3,4: " \
            "20 updates, 160 episodes, 10.0 CPU-min" in table
     assert "`python sft-format+rl-mix-seed0`" in table
+
+
+def test_the_smollm2_step_cost_table_shows_each_arm_and_its_ratios(tmp_path):
+    parts = {"rollout": 8.0, "old_logprobs": 0.0, "ref_logprobs": 0.0, "forward": 9.0, "backward": 10.0,
+             "optimizer": 0.03}
+    arm = {"cpu_seconds": parts, "turns_per_update": 24.0, "cpu_seconds_per_turn": 1.13, "trainable_parameters": 4_884_480,
+           "ratio_per_turn_to_first": 1.0, "ratio_backward_to_first": 1.0}
+    facts = {"provenance": {"command": "python s"}, "settings": {"updates": 2},
+             "arms": {"lora_layers=0,max_turns_shown=2,prompt=react": arm,
+                      "lora_layers=4,max_turns_shown=2,prompt=short": {**arm, "ratio_per_turn_to_first": 0.5}}}
+    (tmp_path / "step-cost.json").write_text(json.dumps(facts))
+    table = docs_tables.smollm2_step_cost_table(tmp_path / "step-cost.json")
+    assert "| all : 2 : react | 4,884,480 | 24.0 | 8.00 | 9.00 | 10.00 | 0.03 | 0.00 | 1.130 | 1.00 | 1.00 |" in table
+    assert "| 4 : 2 : short |" in table and "| 0.50 |" in table and "`python s`" in table

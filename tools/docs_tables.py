@@ -184,10 +184,36 @@ def _smollm2_training(row: dict[str, Any]) -> str:
     return "; then ".join(parts) or "none (the base model)"
 
 
+def smollm2_step_cost_table(path: Path | None = None) -> str:
+    """Per arm of ``benchmarks/smollm2_step_cost.py``: CPU seconds of each part of an update, per turn, the ratios."""
+    path = path or DATA / "smollm2-rl" / "step-cost.json"
+    if not path.is_file():
+        return "(no docs/data/smollm2-rl/step-cost.json yet)"
+    facts = json.loads(path.read_text(encoding="utf-8"))
+    parts = ("rollout", "forward", "backward", "optimizer", "old_logprobs")
+    lines = ["| arm (LoRA layers : turns shown : prompt) | trainable parameters | turns per update | "
+             + " | ".join(f"CPU-s {part}" for part in parts) + " | CPU-s per turn | per turn vs first | backward vs first |",
+             "|---|---|---|" + "---|" * len(parts) + "---|---|---|"]
+    for name, arm in facts["arms"].items():
+        settings = dict(item.split("=") for item in name.split(","))
+        label = f"{'all' if settings['lora_layers'] == '0' else settings['lora_layers']} : {settings['max_turns_shown']} : {settings['prompt']}"
+        lines.append(f"| {label} | {arm['trainable_parameters']:,} | {arm['turns_per_update']:.1f} | "
+                     + " | ".join(f"{arm['cpu_seconds'][part]:.2f}" for part in parts)
+                     + f" | {arm['cpu_seconds_per_turn']:.3f} | {arm['ratio_per_turn_to_first']:.2f} | "
+                     f"{arm['ratio_backward_to_first']:.2f} |")
+    source = facts["provenance"]
+    lines += ["", f"From `docs/data/smollm2-rl/step-cost.json`: `{source.get('command', '?')}` at commit "
+                  f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
+                  f"load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}; "
+                  f"{facts['settings']['updates']} interleaved updates per arm, mean per update."]
+    return "\n".join(lines)
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
     "smollm2-table": smollm2_table,
+    "smollm2-step-cost": smollm2_step_cost_table,
 }
 
 
