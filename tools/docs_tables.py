@@ -196,7 +196,8 @@ def smollm2_step_cost_table(path: Path | None = None) -> str:
              "|---|---|---|" + "---|" * len(parts) + "---|---|---|"]
     for name, arm in facts["arms"].items():
         settings = dict(item.split("=") for item in name.split(","))
-        label = f"{'all' if settings['lora_layers'] == '0' else settings['lora_layers']} : {settings['max_turns_shown']} : {settings['prompt']}"
+        layers = "all" if settings["lora_layers"] == "0" else settings["lora_layers"]
+        label = f"{layers} : {settings['max_turns_shown']} : {settings['prompt']}"
         lines.append(f"| {label} | {arm['trainable_parameters']:,} | {arm['turns_per_update']:.1f} | "
                      + " | ".join(f"{arm['cpu_seconds'][part]:.2f}" for part in parts)
                      + f" | {arm['cpu_seconds_per_turn']:.3f} | {arm['ratio_per_turn_to_first']:.2f} | "
