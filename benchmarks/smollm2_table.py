@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> dict:
     from agentgym_budget.train.trainer import load_trainer_state
 
     torch.set_num_threads(args.threads)
+    source = provenance(sys.argv if argv is None else ["benchmarks/smollm2_table.py", *argv])  # the code that runs
     start = time.process_time()
     adapter = Path(args.adapter) if args.adapter else None
     run_config = load_trainer_state(adapter / "trainer_state.pt")["config"] if adapter else {}
@@ -74,8 +75,8 @@ def main(argv: list[str] | None = None) -> dict:
         successes = round(value * result.n_tasks)  # one attempt per task: each task scores 0 or 1
         low, high = wilson_interval(successes, result.n_tasks)
         cells[str(t)] = {"pass1": value, "successes": successes, "tasks": result.n_tasks, "wilson95": [low, high]}
-    facts = {"row": args.row, "provenance": provenance(sys.argv if argv is None else ["benchmarks/smollm2_table.py", *argv]),
-             "settings": vars(args), "held_out": trainer.eval_held_out, "held_out_pass1": cells,
+    facts = {"row": args.row, "provenance": source, "settings": vars(args), "held_out": trainer.eval_held_out,
+             "held_out_pass1": cells,
              "eval_cpu_seconds": time.process_time() - start}
     sft_summary = Path(args.model) / "sft.json"
     if sft_summary.is_file():
