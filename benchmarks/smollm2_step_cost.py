@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> dict:
     from agentgym_budget.train import TrainConfig, Trainer
 
     torch.set_num_threads(args.threads)
+    source = provenance(sys.argv if argv is None else ["benchmarks/smollm2_step_cost.py", *argv])  # the code that runs
     trainers = {}
     for layers, shown, prompt in arms:
         name = f"lora_layers={layers},max_turns_shown={shown},prompt={prompt}"
@@ -114,8 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
               + f" | turns={turns:.1f} cpu/turn={row['cpu_seconds_per_turn']:.3f}"
               f" ratio={row['ratio_per_turn_to_first']:.2f} backward ratio={row['ratio_backward_to_first']:.2f}",
               flush=True)
-    facts = {"provenance": provenance(sys.argv if argv is None else ["benchmarks/smollm2_step_cost.py", *argv]),
-             "settings": vars(args), "arms": rows}
+    facts = {"provenance": source, "settings": vars(args), "arms": rows}
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
