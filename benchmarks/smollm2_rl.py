@@ -60,6 +60,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--eval-tasks", type=int, default=16)
     parser.add_argument("--eval-t", type=int, default=2)
     parser.add_argument("--skip-zero-shot", action="store_true", help="no zero-shot evaluation of the base model")
+    parser.add_argument("--summarize-run", action="store_true",
+                        help="train nothing: summarize <work>/rl's metrics and eval files as far as the run got "
+                             "(a run stopped before its end); give the run's own settings")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: on a busy machine a second one spins)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -90,7 +93,7 @@ def main(argv: list[str] | None = None) -> dict:
         return TrainConfig(**{**settings, **overrides})
 
     cell = f"eval/pass@1,T={args.eval_t}"
-    if not args.skip_zero_shot:  # the base model with the same prompt, the same held-out tasks
+    if not (args.skip_zero_shot or args.summarize_run):  # the base model with the same prompt, the same held-out tasks
         start = time.process_time()
         base = Trainer(trainer_config("smollm2", work / "zero-shot", lora_r=0, lora_layers=0))
         result = base.evaluate()
@@ -110,10 +113,14 @@ def main(argv: list[str] | None = None) -> dict:
     facts["sft"]["losses"] = summary["losses"]
     facts["sft"]["config"] = summary["config"]
 
-    start = time.process_time()
-    trainer = Trainer(trainer_config(str(folder), work / "rl"))
-    history = trainer.train()
-    rl_cpu = time.process_time() - start
+    if args.summarize_run:  # the trainer's own per-update and evaluation records, as far as they go
+        history = [json.loads(line) for line in (work / "rl" / "metrics.jsonl").read_text().splitlines()]
+        rl_cpu = None
+    else:
+        start = time.process_time()
+        trainer = Trainer(trainer_config(str(folder), work / "rl"))
+        history = trainer.train()
+        rl_cpu = time.process_time() - start
     evals = [json.loads(line) for line in (work / "rl" / "eval.jsonl").read_text().splitlines()]
     keep = ("success_rate", "invalid_action_rate", "zero_advantage_groups", "loss", "grad_norm", "update_episodes",
             "update_turns", "action_tokens", "optimizer_steps", "rollout_seconds", "update_seconds",
@@ -124,15 +131,20 @@ def main(argv: list[str] | None = None) -> dict:
     turns = statistics.mean(u["update_turns"] for u in updates)
     episodes = statistics.mean(u["update_episodes"] for u in updates)
     facts["rl"] = {
+        "updates_done": len(updates),
+        "finished": len(updates) == args.updates,
+        "episodes": sum(u["update_episodes"] for u in updates),
+        "cpu_seconds_of_updates": sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in updates),
         "updates": updates,
         "mean_cpu_seconds_per_update": per_update,
         "cpu_seconds_per_update": cpu_per_update,
         "cpu_seconds_per_turn": cpu_per_update / turns,
-        "run_cpu_seconds": rl_cpu,  # loading, the two evaluations and the updates
+        "run_cpu_seconds": rl_cpu,  # loading, the evaluations and the updates (None: summarized from files)
         "sft_pass1": evals[0][cell],  # after the SFT warm start, before RL
         "rl_pass1": evals[-1][cell],
         "held_out_curve": [{"update": row["update"], "pass1": row[cell]} for row in evals],
-        "eval_cpu_seconds": rl_cpu - sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in updates),
+        "eval_cpu_seconds": None if rl_cpu is None
+        else rl_cpu - sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in updates),
     }
     budget = 3600.0
     facts["extrapolation_60_cpu_minutes"] = {
