@@ -68,3 +68,18 @@ def test_the_smollm2_step_cost_table_shows_each_arm_and_its_ratios(tmp_path):
     table = docs_tables.smollm2_step_cost_table(tmp_path / "step-cost.json")
     assert "| all : 2 : react | 4,884,480 | 24.0 | 8.00 | 9.00 | 10.00 | 0.03 | 0.00 | 1.130 | 1.00 | 1.00 |" in table
     assert "| 4 : 2 : short |" in table and "| 0.50 |" in table and "`python s`" in table
+
+
+def test_the_smollm2_rl_runs_table_shows_how_far_each_run_got(tmp_path):
+    cpu = {f"cpu_{part}_seconds": value for part, value in
+           (("rollout", 12.7), ("old_logprobs", 0.0), ("ref_logprobs", 0.0), ("forward", 7.7), ("backward", 1.6),
+            ("optimizer", 0.005))}
+    rl = {"updates_done": 10, "episodes": 160, "cpu_seconds_of_updates": 222, "mean_cpu_seconds_per_update": cpu,
+          "cpu_seconds_per_turn": 0.463, "held_out_curve": [{"update": 0, "pass1": 0.0625}, {"update": 5, "pass1": 0.125}]}
+    (tmp_path / "rl-seed3").mkdir()
+    (tmp_path / "rl-seed3" / "results.json").write_text(json.dumps(
+        {"rl": rl, "settings": {"updates": 20, "eval_t": 2, "eval_tasks": 32}, "provenance": {"command": "python r"}}))
+    table = docs_tables.smollm2_rl_runs_table(tmp_path)
+    assert ("| rl-seed3 | 10 (20) | 160 | 3.7 | T=2, 32 tasks: 0: 0.06, 5: 0.12 | 12.7 / 7.7 / 1.6 / 0.0 | 0.46 |"
+            in table)
+    assert "`python r`" in table

@@ -210,11 +210,37 @@ def smollm2_step_cost_table(path: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def smollm2_rl_runs_table(folder: Path | None = None) -> str:
+    """Per GRPO run of ``benchmarks/smollm2_rl.py`` (``docs/data/smollm2-rl/rl-seed*/results.json``): how far it
+    got, its held-out curve and the mean CPU seconds of each part of an update."""
+    folder = folder or DATA / "smollm2-rl"
+    paths = sorted(folder.glob("rl-seed*/results.json"))
+    if not paths:
+        return "(no docs/data/smollm2-rl/rl-seed*/results.json yet)"
+    lines = ["| run | updates (planned) | episodes | CPU-min of updates | held-out Pass@(1,T) by update | "
+             "CPU-s per update: rollout / forward / backward / optimizer | CPU-s per turn |",
+             "|---|---|---|---|---|---|---|"]
+    sources = []
+    for path in paths:
+        facts = json.loads(path.read_text(encoding="utf-8"))
+        rl, settings, cpu = facts["rl"], facts["settings"], facts["rl"]["mean_cpu_seconds_per_update"]
+        curve = ", ".join(f"{point['update']}: {point['pass1']:.2f}" for point in rl["held_out_curve"])
+        parts = " / ".join(f"{cpu[f'cpu_{part}_seconds']:.1f}" for part in ("rollout", "forward", "backward", "optimizer"))
+        lines.append(f"| {path.parent.name} | {rl['updates_done']} ({settings['updates']}) | {rl['episodes']} | "
+                     f"{rl['cpu_seconds_of_updates'] / 60:.1f} | T={settings['eval_t']}, {settings['eval_tasks']} tasks: "
+                     f"{curve} | {parts} | {rl['cpu_seconds_per_turn']:.2f} |")
+        source = facts["provenance"]
+        sources.append(f"- {path.parent.name}: `{source.get('command', '?')}` at commit "
+                       f"`{str(source.get('commit', '?'))[:10]}`, load average {_load(source)}, {source.get('utc', '?')}.")
+    return "\n".join([*lines, "", *sources])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
     "smollm2-table": smollm2_table,
     "smollm2-step-cost": smollm2_step_cost_table,
+    "smollm2-rl-runs": smollm2_rl_runs_table,
 }
 
 
