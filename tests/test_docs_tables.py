@@ -74,7 +74,8 @@ def test_the_smollm2_rl_runs_table_shows_how_far_each_run_got(tmp_path):
     cpu = {f"cpu_{part}_seconds": value for part, value in
            (("rollout", 12.7), ("old_logprobs", 0.0), ("ref_logprobs", 0.0), ("forward", 7.7), ("backward", 1.6),
             ("optimizer", 0.005))}
-    rl = {"updates_done": 10, "episodes": 160, "cpu_seconds_of_updates": 222, "mean_cpu_seconds_per_update": cpu,
+    updates = [{"update_episodes": 16, "cpu_rollout_seconds": 13.2, "cpu_update_seconds": 9.0}] * 10
+    rl = {"updates": updates, "mean_cpu_seconds_per_update": cpu,
           "cpu_seconds_per_turn": 0.463, "held_out_curve": [{"update": 0, "pass1": 0.0625}, {"update": 5, "pass1": 0.125}]}
     (tmp_path / "rl-seed3").mkdir()
     (tmp_path / "rl-seed3" / "results.json").write_text(json.dumps(

@@ -224,10 +224,13 @@ def smollm2_rl_runs_table(folder: Path | None = None) -> str:
     for path in paths:
         facts = json.loads(path.read_text(encoding="utf-8"))
         rl, settings, cpu = facts["rl"], facts["settings"], facts["rl"]["mean_cpu_seconds_per_update"]
+        updates = rl["updates"]  # one row per update done (a summarized run may stop short of settings["updates"])
+        episodes = sum(u["update_episodes"] for u in updates)
+        cpu_minutes = sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in updates) / 60
         curve = ", ".join(f"{point['update']}: {point['pass1']:.2f}" for point in rl["held_out_curve"])
         parts = " / ".join(f"{cpu[f'cpu_{part}_seconds']:.1f}" for part in ("rollout", "forward", "backward", "optimizer"))
-        lines.append(f"| {path.parent.name} | {rl['updates_done']} ({settings['updates']}) | {rl['episodes']} | "
-                     f"{rl['cpu_seconds_of_updates'] / 60:.1f} | T={settings['eval_t']}, {settings['eval_tasks']} tasks: "
+        lines.append(f"| {path.parent.name} | {len(updates)} ({settings['updates']}) | {episodes} | "
+                     f"{cpu_minutes:.1f} | T={settings['eval_t']}, {settings['eval_tasks']} tasks: "
                      f"{curve} | {parts} | {rl['cpu_seconds_per_turn']:.2f} |")
         source = facts["provenance"]
         sources.append(f"- {path.parent.name}: `{source.get('command', '?')}` at commit "
