@@ -14,8 +14,8 @@ b. **Decode turns/s** at batch 1, 32 and 128 with a randomly initialised Qwen2.5
 c. **Five trainer updates** of the tiny model (``TrainConfig(model="tiny", device="cuda")``):
    rollout and optimizer seconds per update.
 d. **The real-model pipeline** (issue 36): SmolLM2-135M-Instruct (extra ``smollm2``) format-only SFT
-   with LoRA (50 steps of 32 turns), then five BudgetMix GRPO updates with LoRA from the SFT folder
-   (16 tasks x 8 episodes, 10 new tokens): SFT seconds and rollout/optimizer seconds per update.
+   with LoRA (50 steps of 32 turns), then five BudgetMix GRPO updates with LoRA on the top 4 layers from
+   the SFT folder (16 tasks x 8 episodes, 10 new tokens, the short system prompt): SFT seconds and rollout/optimizer seconds per update.
    The dry run runs the same code with the tiny model.
 
 ``--dry`` (or ``GPU_CHECK_DRY=1``) runs the same code on CPU at toy shapes in seconds, so
@@ -177,7 +177,7 @@ def real_model_rows(shapes: Shapes) -> list[tuple[str, str, str]]:
 
     dry = shapes.device == "cpu"
     model = "tiny" if dry else "smollm2"
-    prompt = dict(env_id="KeyDoor-v0", budget="mix:2,3,4", max_turns_shown=2, history="actions")
+    prompt = dict(env_id="KeyDoor-v0", budget="mix:2,3,4", max_turns_shown=2, history="actions", prompt="short")
     with tempfile.TemporaryDirectory() as folder:
         start = time.perf_counter()
         summary = sft(SFTConfig(**prompt, source="random", model=model, episodes=4 if dry else 200,
@@ -187,6 +187,7 @@ def real_model_rows(shapes: Shapes) -> list[tuple[str, str, str]]:
         config = TrainConfig(**prompt, env_kwargs={"split": "train"}, model=f"{folder}/sft", device=shapes.device,
                              total_updates=shapes.trainer_updates, tasks_per_update=2 if dry else 16,
                              group_size=2 if dry else 8, max_new_tokens=4 if dry else 10, lora_r=8,
+                             lora_layers=1 if dry else 4,  # the CPU runs' setting (docs/trainer.md)
                              learning_rate=1e-4, entropy_coef=1e-3,  # a backward pass even if every group ties
                              eval_every=0, save_every=0, output_dir=f"{folder}/rl", tensorboard=False,
                              progress_bar=False)

@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--sft-batch-size", type=int, default=8)
     parser.add_argument("--sft-learning-rate", type=float, default=2e-3)
     parser.add_argument("--lora-r", type=int, default=8)
+    parser.add_argument("--lora-layers", type=int, default=0, help="LoRA on the top N decoder layers only (0: all)")
+    parser.add_argument("--prompt", default="react", help="the named system prompt (react, action, short)")
+    parser.add_argument("--eval-every", type=int, default=None, help="held-out evaluation every N updates "
+                        "(default: before and after only)")
     parser.add_argument("--learning-rate", type=float, default=1e-4)
     parser.add_argument("--updates", type=int, default=2)
     parser.add_argument("--tasks-per-update", type=int, default=2)
@@ -56,6 +60,9 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--eval-tasks", type=int, default=16)
     parser.add_argument("--eval-t", type=int, default=2)
     parser.add_argument("--skip-zero-shot", action="store_true", help="no zero-shot evaluation of the base model")
+    parser.add_argument("--summarize-run", action="store_true",
+                        help="train nothing: summarize <work>/rl's metrics and eval files as far as the run got "
+                             "(a run stopped before its end); give the run's own settings")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (1: on a busy machine a second one spins)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -70,23 +77,25 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(args.work)
     facts = {"provenance": provenance(sys.argv if argv is None else ["benchmarks/smollm2_rl.py", *argv]),
              "settings": vars(args)}
-    prompt = dict(env_id="KeyDoor-v0", budget=args.budget, max_turns_shown=args.max_turns_shown, history="actions")
+    prompt = dict(env_id="KeyDoor-v0", budget=args.budget, max_turns_shown=args.max_turns_shown, history="actions",
+                  prompt=args.prompt)
 
     def trainer_config(model: str, folder: Path, **overrides) -> TrainConfig:
         settings = dict(**prompt, env_kwargs={"split": "train"}, model=model, seed=args.seed,
                         total_updates=args.updates, tasks_per_update=args.tasks_per_update,
                         group_size=args.group_size, max_new_tokens=args.max_new_tokens,
-                        micro_batch_size=args.micro_batch_size, lora_r=args.lora_r,
+                        micro_batch_size=args.micro_batch_size, lora_r=args.lora_r, lora_layers=args.lora_layers,
                         learning_rate=args.learning_rate, gradient_checkpointing=args.gradient_checkpointing,
-                        eval_every=args.updates, eval_tasks=args.eval_tasks, eval_attempts=1, eval_ks=(1,),
-                        eval_ts=(args.eval_t,), eval_plots=False, save_every=0, torch_threads=args.threads,
-                        output_dir=str(folder), progress_bar=False, tensorboard=False)
+                        eval_every=args.eval_every or args.updates, eval_tasks=args.eval_tasks, eval_attempts=1,
+                        eval_ks=(1,), eval_ts=(args.eval_t,), eval_plots=False,
+                        save_every=args.eval_every or 0,  # a checkpoint at each evaluation (the table script's input)
+                        torch_threads=args.threads, output_dir=str(folder), progress_bar=False, tensorboard=False)
         return TrainConfig(**{**settings, **overrides})
 
     cell = f"eval/pass@1,T={args.eval_t}"
-    if not args.skip_zero_shot:  # the base model with the same prompt, the same held-out tasks
+    if not (args.skip_zero_shot or args.summarize_run):  # the base model with the same prompt, the same held-out tasks
         start = time.process_time()
-        base = Trainer(trainer_config("smollm2", work / "zero-shot", lora_r=0))
+        base = Trainer(trainer_config("smollm2", work / "zero-shot", lora_r=0, lora_layers=0))
         result = base.evaluate()
         facts["zero_shot"] = {"pass1": result.value(1, args.eval_t), "cpu_seconds": time.process_time() - start}
         del base
@@ -104,10 +113,14 @@ def main(argv: list[str] | None = None) -> dict:
     facts["sft"]["losses"] = summary["losses"]
     facts["sft"]["config"] = summary["config"]
 
-    start = time.process_time()
-    trainer = Trainer(trainer_config(str(folder), work / "rl"))
-    history = trainer.train()
-    rl_cpu = time.process_time() - start
+    if args.summarize_run:  # the trainer's own per-update and evaluation records, as far as they go
+        history = [json.loads(line) for line in (work / "rl" / "metrics.jsonl").read_text().splitlines()]
+        rl_cpu = None
+    else:
+        start = time.process_time()
+        trainer = Trainer(trainer_config(str(folder), work / "rl"))
+        history = trainer.train()
+        rl_cpu = time.process_time() - start
     evals = [json.loads(line) for line in (work / "rl" / "eval.jsonl").read_text().splitlines()]
     keep = ("success_rate", "invalid_action_rate", "zero_advantage_groups", "loss", "grad_norm", "update_episodes",
             "update_turns", "action_tokens", "optimizer_steps", "rollout_seconds", "update_seconds",
@@ -118,14 +131,20 @@ def main(argv: list[str] | None = None) -> dict:
     turns = statistics.mean(u["update_turns"] for u in updates)
     episodes = statistics.mean(u["update_episodes"] for u in updates)
     facts["rl"] = {
+        "updates_done": len(updates),
+        "finished": len(updates) == args.updates,
+        "episodes": sum(u["update_episodes"] for u in updates),
+        "cpu_seconds_of_updates": sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in updates),
         "updates": updates,
         "mean_cpu_seconds_per_update": per_update,
         "cpu_seconds_per_update": cpu_per_update,
         "cpu_seconds_per_turn": cpu_per_update / turns,
-        "run_cpu_seconds": rl_cpu,  # loading, the two evaluations and the updates
+        "run_cpu_seconds": rl_cpu,  # loading, the evaluations and the updates (None: summarized from files)
         "sft_pass1": evals[0][cell],  # after the SFT warm start, before RL
         "rl_pass1": evals[-1][cell],
-        "eval_cpu_seconds": rl_cpu - sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in updates),
+        "held_out_curve": [{"update": row["update"], "pass1": row[cell]} for row in evals],
+        "eval_cpu_seconds": None if rl_cpu is None
+        else rl_cpu - sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in updates),
     }
     budget = 3600.0
     facts["extrapolation_60_cpu_minutes"] = {

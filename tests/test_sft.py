@@ -183,3 +183,19 @@ def test_trls_own_sft_trainer_takes_the_dataset_as_is(tmp_path):
     trainer.train()
     losses = [row["loss"] for row in trainer.state.log_history if "loss" in row]
     assert len(losses) == 3 and all(math.isfinite(loss) for loss in losses)
+
+
+def test_the_prompt_option_reaches_the_sft_rows_and_the_trainers_policy():
+    """--prompt short: the demonstrations and the trainer's policy open with the same short system prompt;
+    the default stays the ReAct one; an unknown name is refused in one line."""
+    from agentgym_budget.policies.prompting import SHORT_PROMPT, SYSTEM_PROMPT
+
+    sft_config = SFTConfig(source="random", env_kwargs={"split": "train"}, budget="fixed:3", prompt="short")
+    config = sft_config.training_config()
+    assert config.prompt == "short" and TrainConfig().prompt == "react"
+    [episode] = demonstrations(config, "random", episodes=1, seed=3)
+    assert episode[0].messages[0]["content"].startswith(SHORT_PROMPT + "\n\n")
+    assert LLMPolicy(_Replay(), **policy_options(config)).system_prompt == SHORT_PROMPT
+    assert LLMPolicy(_Replay(), **policy_options(TrainConfig())).system_prompt == SYSTEM_PROMPT
+    with pytest.raises(ValueError, match="prompt must be one of"):
+        TrainConfig(prompt="tiny")

@@ -121,3 +121,78 @@ def _eager_policy_loss(real):
     def eager(*args, compile=False, **kwargs):
         return real(*args, compile=False, **kwargs)
     return eager
+
+
+def _scored_batch(vocab_size: int) -> dict[str, torch.Tensor]:
+    """Two turns of arbitrary tokens (prompt 6 and 9 tokens, 3 and 2 action tokens) with advantages +1 / -1."""
+    from agentgym_budget.train.grpo import TurnSample, collate
+
+    ids = torch.randint(3, vocab_size, (20,), generator=torch.Generator().manual_seed(0)).tolist()
+    return collate([TurnSample(ids[:9], 6, 1.0), TurnSample(ids[9:20], 9, -1.0)], pad_id=0,
+                   aggregation="token-mean")
+
+
+def _loss_and_calls(trainer, batch) -> tuple[torch.Tensor, list[int]]:
+    """The policy-gradient surrogate's backward through ``trainer``'s log-prob module; how often each
+    decoder layer's backward ran."""
+    layers = trainer.model.get_decoder().layers
+    calls = [0] * len(layers)
+    hooks = [layer.register_full_backward_hook(lambda *_, i=i: calls.__setitem__(i, calls[i] + 1))
+             for i, layer in enumerate(layers)]
+    logp, _ = trainer.train_module(batch)
+    loss = -(logp * batch["advantages"]).sum()
+    loss.backward()
+    for hook in hooks:
+        hook.remove()
+    return loss.detach(), calls
+
+
+def test_lora_layers_adapts_the_top_layers_only_and_the_backward_stops_below_them(tmp_path):
+    """--lora-layers 1 on the 2-layer tiny model: adapters in layer 1 only, no backward through layer 0,
+    and the same loss and adapter gradients as all-layer LoRA with the same weights (layer 0's adapters
+    at their zero-B start, so the two models compute the same function)."""
+    pytest.importorskip("peft")
+    top = Trainer(_config(tmp_path / "top", lora_r=4, lora_layers=1))
+    full = Trainer(_config(tmp_path / "full", lora_r=4))
+    trainable = [name for name, p in top.model.named_parameters() if p.requires_grad]
+    assert trainable and all(".layers.1." in name and "lora_" in name for name in trainable)
+    generator = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # non-zero B, so that the adapters change the function and A gets gradients
+        for name, p in top.model.named_parameters():
+            if p.requires_grad:
+                p.copy_(0.1 * torch.randn(p.shape, generator=generator))
+                dict(full.model.named_parameters())[name].copy_(p)
+    batch = _scored_batch(top.model.config.vocab_size)
+    top_loss, top_calls = _loss_and_calls(top, batch)
+    full_loss, full_calls = _loss_and_calls(full, batch)
+    assert top_calls == [0, 1] and full_calls == [1, 1]  # the full graph runs layer 0's backward, top does not
+    torch.testing.assert_close(top_loss, full_loss, rtol=0, atol=1e-5)
+    full_parameters = dict(full.model.named_parameters())
+    for name, p in top.model.named_parameters():
+        if p.requires_grad:
+            assert p.grad is not None and p.grad.abs().sum() > 0, name
+            torch.testing.assert_close(p.grad, full_parameters[name].grad, rtol=0, atol=1e-5)
+    assert all(p.grad is None for name, p in top.model.named_parameters() if ".layers.0." in name)
+
+
+def test_lora_layers_equal_to_the_depth_is_the_default_lora_bit_for_bit(tmp_path):
+    """Adapters on every layer counted out (2 of 2) train exactly as the default all-linear LoRA: same
+    adapters, same init draws, same two updates."""
+    pytest.importorskip("peft")
+    runs = {}
+    for layers in (0, 2):
+        trainer = Trainer(_config(tmp_path / str(layers), lora_r=4, lora_layers=layers, total_updates=2))
+        history = trainer.train()
+        runs[layers] = ([h["loss"] for h in history], trainer.model.state_dict())
+    assert runs[0][0] == runs[2][0]
+    assert runs[0][1].keys() == runs[2][1].keys()
+    for key, value in runs[0][1].items():
+        assert torch.equal(runs[2][1][key], value), key
+
+
+def test_lora_layers_beyond_the_depth_or_without_lora_is_refused(tmp_path):
+    pytest.importorskip("peft")
+    with pytest.raises(ValueError, match="between 1 and the model's 2 decoder layers"):
+        Trainer(_config(tmp_path, lora_r=4, lora_layers=3))
+    with pytest.raises(ValueError, match=r"needs LoRA \(lora_r > 0\)"):
+        _config(tmp_path, lora_layers=1)

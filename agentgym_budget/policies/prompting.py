@@ -70,8 +70,11 @@ ACTION_PROMPT = (
     "Reply with exactly one line: Action: <one of the available commands, copied exactly>\n"
     "Write nothing else."
 )
+#: The fewest tokens that still state the reply format (11 SmolLM2 tokens, the ReAct prompt's 44): for a
+#: model trained on the format (SFT), where every prompt token is paid again in each turn's forward.
+SHORT_PROMPT = "Reply with one line: Action: <one available command>"
 #: The named system prompts (``LLMPolicy(prompt=...)``): ``react`` is the default.
-PROMPTS: dict[str, str] = {"react": SYSTEM_PROMPT, "action": ACTION_PROMPT}
+PROMPTS: dict[str, str] = {"react": SYSTEM_PROMPT, "action": ACTION_PROMPT, "short": SHORT_PROMPT}
 
 #: A worked example for a few-shot conversation: ``(task, [(user message, reply), ...])``.
 Example = tuple[str, Sequence[tuple[str, str]]]

@@ -89,6 +89,9 @@ class TrainConfig:
     """nucleus sampling mass (1.0: off, which keeps the sampler and the loss's distribution equal)"""
     max_prompt_tokens: int = 1024
     """context limit of a turn's prompt; older turns are dropped first (see ``policies.hf.HFChatBackend.fit``)"""
+    prompt: str = "react"
+    """the named system prompt (``policies.prompting.PROMPTS``): ``react`` (Thought/Action), ``action`` (one
+    Action line, a command copied from the list) or ``short`` (the format in 11 tokens: for an SFT-started model)"""
     max_turns_shown: int | None = 20
     """at most this many recent (observation, action) turns in the prompt (``None``: all that fit)"""
     list_admissible: bool = True
@@ -177,6 +180,9 @@ class TrainConfig:
     """LoRA scaling ``alpha`` (the update is scaled by ``alpha / r``)"""
     lora_dropout: float = 0.0
     """dropout on the LoRA path (0 keeps the sampler and the loss's distribution equal)"""
+    lora_layers: int = 0
+    """LoRA on the top this many decoder layers only (0: every layer); the layers below have no adapter
+    and autograd stops at the first adapted one, so the backward and its saved activations shrink"""
 
     # -- several processes (torchrun) -----------------------------------------------------
     distributed: str = "ddp"
@@ -237,9 +243,14 @@ class TrainConfig:
         _one_of("rollout_backend", self.rollout_backend, ("local", "ray"))
         _one_of("lr_schedule", self.lr_schedule, ("constant", "cosine"))
         _one_of("distributed", self.distributed, ("ddp", "fsdp"))
-        for name in ("lr_warmup_steps", "lora_r"):
+        from agentgym_budget.policies.prompting import PROMPTS  # here: the flags table stays importable alone
+
+        _one_of("prompt", self.prompt, tuple(PROMPTS))
+        for name in ("lr_warmup_steps", "lora_r", "lora_layers"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
+        if self.lora_layers and not self.lora_r:
+            raise ValueError(f"lora_layers={self.lora_layers} needs LoRA (lora_r > 0)")
         if self.format_warmup_steps is not None and self.format_warmup_steps < 0:
             raise ValueError(f"format_warmup_steps must be >= 0 or None, got {self.format_warmup_steps}")
         if self.format_warmup_steps and self.model != "tiny":
@@ -345,6 +356,8 @@ class SFTConfig:
     """at most this many recent turns in the prompt (as ``train --max-turns-shown``)"""
     max_prompt_tokens: int = 1024
     """demonstrated turns whose prompt is longer are dropped (as ``train --max-prompt-tokens``)"""
+    prompt: str = "react"
+    """the named system prompt (as ``train --prompt``)"""
     lora_r: int = 0
     """LoRA rank via ``peft`` (0: full fine-tuning); the adapters are merged into the saved model"""
     lora_alpha: float = 16.0
@@ -379,7 +392,7 @@ class SFTConfig:
                            show_budget=self.show_budget, model=self.model, format_warmup_steps=0,
                            history=self.history, list_admissible=self.list_admissible,
                            max_turns_shown=self.max_turns_shown, max_prompt_tokens=self.max_prompt_tokens,
-                           seed=self.seed)
+                           prompt=self.prompt, seed=self.seed)
 
 
 def keydoor_smoke_config(seed: int = 0, **overrides: Any) -> TrainConfig:

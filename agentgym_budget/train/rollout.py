@@ -137,10 +137,10 @@ def policy_options(config: TrainConfig) -> dict[str, Any]:
 
     Example:
         >>> policy_options(TrainConfig())
-        {'list_admissible': True, 'max_turns_shown': 20, 'history': 'actions', 'action_matching': 'exact'}
+        {'list_admissible': True, 'max_turns_shown': 20, 'history': 'actions', 'action_matching': 'exact', 'prompt': 'react'}
     """
     return {"list_admissible": config.list_admissible, "max_turns_shown": config.max_turns_shown,
-            "history": config.history, "action_matching": config.action_matching}
+            "history": config.history, "action_matching": config.action_matching, "prompt": config.prompt}
 
 
 @torch.no_grad()

@@ -179,18 +179,58 @@ def load_for_training(name: str, config: TrainConfig, device: torch.device | str
 def with_lora(model: Any, config: TrainConfig | SFTConfig, checkpoint: Path | None) -> Any:
     """``model`` with LoRA adapters (``peft``) on every linear layer but the head; from ``checkpoint`` when resuming.
 
+    With ``config.lora_layers = N`` (a :class:`TrainConfig` field; 0: every layer) only the top N decoder
+    layers get adapters (peft's ``layers_to_transform``), and their input is detached (a pre-hook on the
+    first adapted layer): nothing below has a trainable parameter, so the backward, and the activations
+    autograd keeps for it, end there whatever makes the embeddings' output require grad (gradient
+    checkpointing's input hook, for one).  The frozen layers' forward is the same computation; the saving is
+    the backward through them and their saved activations.
+
     The adapters' random initialisation is drawn from ``config.seed`` (in a forked RNG, the global one
     untouched): peft draws it from torch's global RNG, whose state depends on whatever ran before — for
     a loaded model nothing seeds it — so the same seed would otherwise give another run."""
     peft = require("peft", "llm", "LoRA (--lora-r)")
+    top = getattr(config, "lora_layers", 0)
     if checkpoint is not None:
-        return peft.PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
-    lora = peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                           target_modules="all-linear", task_type="CAUSAL_LM")
-    devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
-    with torch.random.fork_rng(devices=devices):
-        torch.manual_seed(config.seed)
-        return peft.get_peft_model(model, lora)
+        model = peft.PeftModel.from_pretrained(model, str(checkpoint), is_trainable=True)
+    else:
+        targets: dict[str, Any] = {"target_modules": "all-linear"}
+        if top:
+            targets = {"target_modules": _layer_linear_names(model), "layers_pattern": "layers",
+                       "layers_to_transform": _top_layers(model, top)}
+        lora = peft.LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
+                               task_type="CAUSAL_LM", **targets)
+        devices = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(config.seed)
+            model = peft.get_peft_model(model, lora)
+    if top:
+        first = _top_layers(model, top)[0]
+        model.get_decoder().layers[first].register_forward_pre_hook(_detach_hidden_states, with_kwargs=True)
+    return model
+
+
+def _top_layers(model: Any, count: int) -> list[int]:
+    """The indices of the top ``count`` decoder layers; a count beyond the model's depth is refused in one line."""
+    depth = len(model.get_decoder().layers)
+    if not 1 <= count <= depth:
+        raise ValueError(f"lora_layers={count} must be between 1 and the model's {depth} decoder layers")
+    return list(range(depth - count, depth))
+
+
+def _layer_linear_names(model: Any) -> list[str]:
+    """The names of the linear modules inside the decoder layers (``q_proj``, ..., ``down_proj``): what
+    ``all-linear`` picks there, spelt out because peft takes ``layers_to_transform`` with a list only."""
+    layers = model.get_decoder().layers
+    return sorted({name.rsplit(".", 1)[-1] for name, module in layers.named_modules()
+                   if isinstance(module, torch.nn.Linear)})
+
+
+def _detach_hidden_states(module: Any, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
+    """Forward pre-hook of the first adapted layer: its input hidden states without a graph behind them."""
+    if args:
+        return (args[0].detach(), *args[1:]), kwargs
+    return args, {**kwargs, "hidden_states": kwargs["hidden_states"].detach()}
 
 
 def sft(config: SFTConfig) -> dict[str, Any]:
