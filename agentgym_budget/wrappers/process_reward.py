@@ -11,8 +11,9 @@ Every signal is a **potential** ``Φ`` over the episode so far (the history is t
 state of a text env).  The built-in signals:
 
 ================== ====================================================================
-``expert_progress`` ``Φ = -len(info["expert_plan"])``: the shaping term is the decrease of
-                    the expert's remaining plan length (needs a backend with an expert).
+``expert_progress`` ``Φ = -len(info["expert_plan"])`` (``0`` once ``info["won"]``): the
+                    shaping term is the decrease of the expert's remaining plan length
+                    (needs a backend with an expert).
 ``subgoal``         ``Φ = number of distinct subgoals reached``: from ``info["subgoals"]``
                     when the backend reports it, else from a subgoal detector registered for
                     the backend (:func:`register_subgoal_detector`; ``"ALFWorld"`` ships).
@@ -104,7 +105,12 @@ class ProcessSignal(Protocol):
 
 
 class ExpertProgress:
-    """``Φ = -len(info["expert_plan"])``: progress is the expert's remaining plan getting shorter."""
+    """``Φ = -len(info["expert_plan"])``: progress is the expert's remaining plan getting shorter; ``Φ = 0`` on a win.
+
+    A won game has no plan left, whatever ``expert_plan`` still lists: the toy envs keep the plan
+    of their final state (``["open red door"]`` after opening it), so without this the winning
+    turn earned no progress — the same 0 as opening the wrong door (issue 40's trace).
+    """
 
     def reset(self, obs: Any, info: dict[str, Any]) -> float:
         return self._potential(info)
@@ -114,6 +120,8 @@ class ExpertProgress:
 
     @staticmethod
     def _potential(info: dict[str, Any]) -> float:
+        if info.get("won"):
+            return 0.0
         plan = info.get("expert_plan")
         if plan is None:
             raise KeyError(
