@@ -41,6 +41,31 @@ Two forms:
   decrease, +1 per new subgoal, -1 per invalid action, ``f``): denser, but it can change the
   optimal policy (e.g. the agent may prefer collecting subgoals to finishing).
 
+**When each signal is safe, and what it measured here** (issue 40; docs/trainer.md, "Process
+reward: what collapsed training"):
+
+* ``expert_progress`` — safe when the backend's expert plan is a shortest path to the *goal*
+  and ``info["won"]`` marks the win (then the winning turn is paid, ``Φ = 0``; before this fix the
+  toy envs' final plan ``["open red door"]`` made the winning door earn 0, the same as the wrong
+  one).  It cannot see a wrong irreversible move coming: opening the wrong door leaves the plan
+  as it was (0), and only the trainer's loss rule charges it.  Measured with the trainer's old
+  raw credit (no group normalisation), coefficient 0.5 under ``mix``: KeyDoor 5 seeds, held-out
+  Pass@(1,T=2) 64.8 vs 77.2 without it; KeyDoorRooms 3 seeds, 0.8 vs 15.4 (collapse).  With the
+  winning turn paid and the credit group-normalised: see the paired study in docs/trainer.md.
+* ``subgoal`` — safe when every solution passes through the subgoals (a count that only grows;
+  the raw form pays each distinct subgoal once).  Not measured in training here.
+* ``invalid_penalty`` — a penalty only (``Φ`` never rises): safe where an invalid action is a
+  wasted turn and nothing else; it says nothing about progress.  Not measured in training here.
+* a callable (e.g. a learned PRM) — as safe as the model; ``Φ`` is its running sum, so a scorer
+  that pays every turn something pays long episodes more (group normalisation in the trainer
+  charges that back).  Not measured here.
+
+Whatever the signal, a trainer must give the process credit a baseline: added raw to the
+outcome advantage it moves every turn of a group without a win (whose outcome advantage is 0)
+and credits each turn with all the progress after it, dithering turns included — the
+mechanism of the KeyDoorRooms collapse.  The trainer normalises it within the group
+(``process_reward_norm="group"``, :func:`agentgym_budget.train.grpo.turn_credits`).
+
 Order with :class:`~agentgym_budget.wrappers.TurnBudget`: both orders give the same rewards
 for ``end_potential="terminated"``.  We recommend ``ProcessReward(TurnBudget(env))`` — the
 process reward outermost — because only then does ``ProcessReward`` see the budget's
