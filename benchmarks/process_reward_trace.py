@@ -13,7 +13,7 @@ episodes the trainer learns from, what the learner is told per turn:
   warm-up, optionally after ``--train-updates`` updates of the same run), collected by the
   trainer's own rollout pool under the arm's settings (``mix`` budgets, ``ProcessReward``), then
   credited with the trainer's own functions (:func:`~agentgym_budget.train.grpo.group_advantages`,
-  :func:`~agentgym_budget.train.grpo.episode_process_credit`): per turn the process reward, the
+  :func:`~agentgym_budget.train.grpo.turn_credits`): per turn the process reward, the
   outcome advantage of its episode, the process credit ``c * G_t`` and the total.  Summarised by
   outcome (win / loss / timeout), and by whether the group had a win (a group without one has zero
   outcome advantage, so only the process credit moves its turns).
