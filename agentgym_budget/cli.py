@@ -104,6 +104,7 @@ def _eval(args: argparse.Namespace) -> int:
     console = Console()
     _check_env_id(config.env_id)
     plan = plan_evaluation(config)
+    assert config.out is not None  # the --out flag's default is results/
     out = Path(config.out)
     _check_out(out)
     _check_env_builds(plan)

@@ -143,7 +143,10 @@ def _parsed_field_docs(cls: type) -> dict[str, str]:
         tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
     except (OSError, TypeError):
         return {}
-    body, docs = tree.body[0].body, {}
+    statement = tree.body[0]
+    if not isinstance(statement, ast.ClassDef):  # the source of a class is its class statement
+        return {}
+    body, docs = statement.body, {}
     for node, following in zip(body, body[1:]):
         if (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(following, ast.Expr)
                 and isinstance(following.value, ast.Constant) and isinstance(following.value.value, str)):

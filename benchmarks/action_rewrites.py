@@ -21,6 +21,9 @@ The old rule is rebuilt here (:func:`old_closest_match`): the library no longer 
 Run (KeyDoor: about a CPU-minute for two seeds; ALFWorld: about 5 CPU-minutes, nearly all of it the warm-up):
     python benchmarks/action_rewrites.py --env KeyDoor-v0 --episodes 256
     python benchmarks/action_rewrites.py --env ALFWorld-v0 --episodes 64 --budget fixed:10 --max-new-tokens 24
+
+``--json-out FILE`` writes the counts per seed with the command, commit and machine load
+(``benchmarks/provenance.py``); docs/evaluation.md's table is generated from that file.
 """
 
 from __future__ import annotations
@@ -41,6 +44,10 @@ from agentgym_budget.envs.toy.key_door import COLOURS  # noqa: E402
 from agentgym_budget.episodes.outcome import episode_over  # noqa: E402
 from agentgym_budget.episodes.runner import play_episodes  # noqa: E402
 from agentgym_budget.policies.prompting import parse_action, strip_imagined_observation  # noqa: E402
+from benchmarks.provenance import provenance, write_results  # noqa: E402
+
+#: The counts of one seed, in the order they are printed and written.
+COUNTS = ("turns", "exact: not admissible", "old != exact", "old != exact, crossed a colour/number", "fuzzy != exact")
 
 # The old rule's own line patterns, frozen with it (the library's may change).
 _ACTION_LINE = re.compile(r"^\s*action\s*:\s*(.*)$", re.IGNORECASE | re.MULTILINE)
@@ -73,7 +80,8 @@ def names_another_object(played: str, written: str) -> bool:
 
 
 def count_turns(env_id: str, budget: str, episodes: int, warmup_steps: int, max_new_tokens: int, seed: int,
-                batch: int) -> Counter:
+                batch: int) -> tuple[Counter, dict[str, float]]:
+    """The counts of one warmed-up model's episodes, and the seconds of its warm-up and of its play."""
     import torch
 
     from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
@@ -86,14 +94,15 @@ def count_turns(env_id: str, budget: str, episodes: int, warmup_steps: int, max_
     model, tokenizer = tiny_model_and_tokenizer(env_id, seed=seed)
     config = TrainConfig(env_id=env_id, budget=budget, max_new_tokens=max_new_tokens, seed=seed)
     format_warmup(model, tokenizer, config, steps=warmup_steps)
-    print(f"{env_id}: format warm-up {warmup_steps} steps ({time.perf_counter() - start:.0f} s)", flush=True)
+    warmup_s = time.perf_counter() - start
+    print(f"{env_id}: format warm-up {warmup_steps} steps ({warmup_s:.0f} s)", flush=True)
     policy = training_policy(model.eval(), tokenizer, config)
     counts: Counter = Counter()
     for first in range(0, episodes, batch):
         seeds = range(10_000 * (seed + 1) + first, 10_000 * (seed + 1) + min(first + batch, episodes))
         _play(policy, [make_train_env(config) for _ in seeds], list(seeds), counts)
     print(f"{env_id}: {episodes} episodes played ({time.perf_counter() - start:.0f} s)", flush=True)
-    return counts
+    return counts, {"warmup_s": warmup_s, "play_s": time.perf_counter() - start - warmup_s}
 
 
 def _play(policy, envs, seeds: list[int], counts: Counter) -> None:
@@ -136,21 +145,27 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=12)
     parser.add_argument("--seeds", default="0", help="comma list: one warmed-up model per seed")
     parser.add_argument("--batch", type=int, default=32, help="episodes per batched generation")
+    parser.add_argument("--json-out", default=None, help="write the counts per seed (and provenance) to this JSON file")
     args = parser.parse_args()
+    started = provenance(sys.argv)
     total: Counter = Counter()
+    seeds = []
     for seed in (int(s) for s in args.seeds.split(",")):
-        counts = count_turns(args.env, args.budget, args.episodes, args.warmup_steps, args.max_new_tokens, seed,
-                             args.batch)
+        counts, seconds = count_turns(args.env, args.budget, args.episodes, args.warmup_steps, args.max_new_tokens,
+                                      seed, args.batch)
         print(f"seed {seed}: {_report(counts)}", flush=True)
         total.update(counts)
+        seeds.append({"seed": seed, "counts": {key: counts[key] for key in COUNTS}, **seconds})
     print(f"all: {_report(total)}")
+    if args.json_out:
+        settings = {key: getattr(args, key) for key in ("env", "budget", "episodes", "warmup_steps", "max_new_tokens")}
+        print(f"wrote {write_results(args.json_out, started, {**settings, 'seeds': seeds})}")
 
 
 def _report(counts: Counter) -> str:
     turns = max(counts["turns"], 1)
     return ", ".join(f"{key} {counts[key]} ({100 * counts[key] / turns:.1f} %)" if key != "turns" else
-                     f"turns {counts[key]}" for key in ("turns", "exact: not admissible", "old != exact",
-                                                        "old != exact, crossed a colour/number", "fuzzy != exact"))
+                     f"turns {counts[key]}" for key in COUNTS)
 
 
 if __name__ == "__main__":

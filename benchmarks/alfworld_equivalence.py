@@ -11,8 +11,11 @@ reports as ``expert_action`` by default) against upstream's own ``AlfredExpert(h
 ``valid_unseen`` game, a sample of ``train``, and random edge-case games
 (:mod:`tools.alfworld.fuzz`).  It prints the number of compared steps and
 every mismatch.  Where the experts part in a pick-two state with two or more target objects
-already in goal-type receptacles, upstream's own choice depends on Python's hash seed
-(TextWorld's fact sets), so the episode stops and counts as a hash-order tie, not a mismatch.  The real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
+already in goal-type receptacles, upstream's own choice may depend on Python's hash seed
+(TextWorld's fact sets): upstream's expert is replayed there under other ``PYTHONHASHSEED``
+values (:func:`tools.alfworld.differential.check_hash_order_tie`, ~10 s a replay), and only if one
+picks our action does the episode stop as a hash-order tie; otherwise it is a mismatch.  The
+real engine is the bottleneck: ~8 steps/s as users get it, ~35 steps/s
 per core here with TextWorld's parsers memoized (:func:`~agentgym_budget.envs.alfworld.
 textworld_engine.memoize_textworld_parsers`, same output; ``--no-memo`` turns it off).
 
@@ -73,10 +76,25 @@ def _games(args: argparse.Namespace) -> list:
     return games
 
 
+def _episodes(args: argparse.Namespace, games: list, shard: int):
+    """``(game_index, game, episode, mode, episode_seed)`` of a shard, in order: a run's episodes are
+    these whatever happens in them (``benchmarks/alfworld_tie_recheck.py`` rebuilds them so)."""
+    from tools.alfworld.differential import MODES
+
+    rng = random.Random(f"{args.seed}-{shard}")
+    for game_index, game in enumerate(games):
+        for episode in range(args.episodes):
+            yield game_index, game, episode, MODES[(game_index + episode) % len(MODES)], rng.randrange(2**63)
+
+
+def _shards(args: argparse.Namespace, games: list) -> list[list]:
+    return [games[i :: args.workers] for i in range(args.workers)]
+
+
 def _run_shard(args: argparse.Namespace, games: list, shard: int) -> dict:
     """Compare the engines on ``games`` (one process); returns counts, mismatches, transcripts."""
     from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
-    from tools.alfworld.differential import MODES, compare_episode, with_empty_commands
+    from tools.alfworld.differential import compare_episode, with_empty_commands
     from tools.alfworld.upstream_expert import UpstreamExpertEngine
     from agentgym_budget.envs.alfworld.textworld_engine import TextWorldAlfredEngine, memoize_textworld_parsers
 
@@ -85,47 +103,46 @@ def _run_shard(args: argparse.Namespace, games: list, shard: int) -> dict:
     make_reference = TextWorldAlfredEngine if args.no_upstream_expert else UpstreamExpertEngine
     reference, candidate = make_reference(), FastAlfredEngine()
     choose = with_empty_commands(args.empty_rate)
-    rng = random.Random(f"{args.seed}-{shard}")
     start = time.perf_counter()
     out: dict = {"steps": 0, "episodes": 0, "reference_errors": 0, "mismatches": [], "per_split": {},
-                 "empty_commands": 0, "upstream_expert_errors": 0, "hash_order_ties": [],
+                 "empty_commands": 0, "upstream_expert_errors": 0, "hash_order_ties": [], "tie_checks": [],
                  "games": 0, "stopped": False, "golden": []}
     last_progress = 0.0
-    for game_index, game in enumerate(games):
-        played = False
-        for episode in range(args.episodes):
-            if args.time_limit is not None and time.perf_counter() - start > args.time_limit:
-                out["stopped"] = True
-                break
-            mode = MODES[(game_index + episode) % len(MODES)]
-            try:
-                report = compare_episode(
-                    reference, candidate, game, random.Random(rng.randrange(2**63)), steps=args.steps, mode=mode,
-                    record=args.golden is not None, choose=choose,
-                )
-            except Exception as error:  # the real engine fails on some games (e.g. KeyError 'val1')
-                out["reference_errors"] += 1
-                print(f"[shard {shard}] reference error on {game.id}: {error!r}", flush=True)
-                reference = make_reference()
-                continue
-            played = True
-            out["episodes"] += 1
-            out["steps"] += report.steps
-            out["empty_commands"] += report.commands.count("")
-            out["upstream_expert_errors"] += report.upstream_expert_error is not None
-            out["per_split"][game.split] = out["per_split"].get(game.split, 0) + report.steps
-            for mismatch in report.mismatches:
-                out["mismatches"].append(str(mismatch))
-                print(f"[shard {shard}] MISMATCH {mismatch}", flush=True)
-            if report.hash_order_tie is not None:
-                out["hash_order_ties"].append(str(report.hash_order_tie))
-                print(f"[shard {shard}] hash-order tie (not a mismatch) {report.hash_order_tie}", flush=True)
-            if args.golden is not None:
-                out["golden"].append({"game": game.to_record(), "mode": mode, "transcript": report.transcript,
-                                      "expert_seed": report.expert_seed, "expert_actions": report.expert_actions})
-        out["games"] += played
-        if out["stopped"]:
+    played: set[int] = set()
+    for game_index, game, episode, mode, episode_seed in _episodes(args, games, shard):
+        if args.time_limit is not None and time.perf_counter() - start > args.time_limit:
+            out["stopped"] = True
             break
+        try:
+            report = compare_episode(
+                reference, candidate, game, random.Random(episode_seed), steps=args.steps, mode=mode,
+                record=args.golden is not None, choose=choose,
+            )
+        except Exception as error:  # the real engine fails on some games (e.g. KeyError 'val1')
+            out["reference_errors"] += 1
+            print(f"[shard {shard}] reference error on {game.id}: {error!r}", flush=True)
+            reference = make_reference()
+            continue
+        played.add(game_index)
+        out["episodes"] += 1
+        out["steps"] += report.steps
+        out["empty_commands"] += report.commands.count("")
+        out["upstream_expert_errors"] += report.upstream_expert_error is not None
+        out["per_split"][game.split] = out["per_split"].get(game.split, 0) + report.steps
+        for mismatch in report.mismatches:
+            out["mismatches"].append(str(mismatch))
+            print(f"[shard {shard}] MISMATCH {mismatch}", flush=True)
+        if report.tie_check is not None:  # a parting where upstream's pick may be hash-ordered, checked
+            out["tie_checks"].append({"game": game.id, "episode": episode, "mode": mode,
+                                      "confirmed": report.tie_check.confirmed, "check": str(report.tie_check)})
+        if report.hash_order_tie is not None:
+            out["hash_order_ties"].append(str(report.hash_order_tie))
+            print(f"[shard {shard}] hash-order tie (not a mismatch: {report.tie_check}) {report.hash_order_tie}",
+                  flush=True)
+        if args.golden is not None:
+            out["golden"].append({"game": game.to_record(), "mode": mode, "transcript": report.transcript,
+                                  "expert_seed": report.expert_seed, "expert_actions": report.expert_actions})
+        out["games"] = len(played)
         if time.perf_counter() - start - last_progress > args.progress:
             last_progress = elapsed = time.perf_counter() - start
             print(f"[shard {shard} {elapsed:7.0f}s] games {out['games']}/{len(games)}  episodes {out['episodes']}  "
@@ -139,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(games)} games x {args.episodes} episodes x <= {args.steps} commands, {args.workers} worker(s)",
           flush=True)
     start = time.perf_counter()
-    shards = [games[i :: args.workers] for i in range(args.workers)]
+    shards = _shards(args, games)
     if args.workers == 1:
         results = [_run_shard(args, games, 0)]
     else:
@@ -171,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(summary, indent=2), flush=True)
     if args.report is not None:
         ties = [t for r in results for t in r["hash_order_ties"]]
-        args.report.write_text(json.dumps({**summary, "mismatch_details": mismatches, "hash_order_tie_details": ties}, indent=2))
+        checks = [c for r in results for c in r["tie_checks"]]
+        args.report.write_text(json.dumps({**summary, "mismatch_details": mismatches, "hash_order_tie_details": ties,
+                                           "hash_order_tie_checks": checks}, indent=2))
     if args.golden is not None:
         args.golden.parent.mkdir(parents=True, exist_ok=True)
         with gzip.open(args.golden, "wt", encoding="utf-8") as handle:

@@ -16,20 +16,30 @@ The last column, the fraction of our steps' time spent inside the engine's own `
 (measured on the same calls), shows what our env adds: ``1 - share``.
 
 Run:  python benchmarks/backend_throughput.py [--steps 200] [--rounds 5] [--sw-steps 40]
+          [--backends textworld,scienceworld] [--json-out FILE]
+
+``--json-out`` writes every row (and every round's rates) with the command, commit and machine load
+(``benchmarks/provenance.py``); docs/textworld.md's table is generated from that file.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from agentgym_budget._optional import is_installed
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from agentgym_budget._optional import is_installed  # noqa: E402
+from benchmarks.provenance import provenance, write_results  # noqa: E402
+
+BACKENDS = ("textworld", "scienceworld")
 RESET = None  # marks an episode boundary in a recorded action sequence
 
 
@@ -103,8 +113,8 @@ def compare(
     actions: list[str | None],
     rounds: int,
     engine_of_ours: Callable[[], Any],
-) -> None:
-    """Print raw and our steps/s, their ratio, and the engine's share of the time of our steps.
+) -> dict[str, Any]:
+    """Print (and return) raw and our steps/s, their ratio, and the engine's share of the time of our steps.
 
     Both envs replay the actions in lockstep, so machine load hits them alike; the share is
     measured on the very same calls as our steps: ``1 - share`` is our env's own overhead.
@@ -124,9 +134,12 @@ def compare(
     share = clock.seconds / our_total
     ratio = our_rate / raw_rate
     print(f"{name:<28} {steps:>6} {raw_rate:>12.1f} {our_rate:>12.1f} {ratio:>9.3f} {share:>13.4f}", flush=True)
+    return {"backend": name, "steps": steps, "rounds": rounds, "raw_steps_per_s": raw_rate, "ours_steps_per_s": our_rate,
+            "ours_over_raw": ratio, "engine_share": share, "raw_steps_per_s_by_round": raw_rates,
+            "ours_steps_per_s_by_round": our_rates}
 
 
-def bench_textworld(challenge: str, n_steps: int, rounds: int) -> None:
+def bench_textworld(challenge: str, n_steps: int, rounds: int) -> dict[str, Any]:
     import textworld
 
     from agentgym_budget.envs.textworld.env import TextWorldChallengeEnv, request_infos
@@ -136,22 +149,20 @@ def bench_textworld(challenge: str, n_steps: int, rounds: int) -> None:
     actions = record_actions(ours, n_steps, reset_options={"task": 0})
     raw = textworld.start(str(game), request_infos=request_infos())
     try:
-        compare(
+        return {"level": ours.challenge.default_level, **compare(
             f"TextWorld {challenge}",
             (raw.reset, raw.step),
             (lambda: ours.reset(options={"task": 0}), ours.step),
             actions,
             rounds,
             engine_of_ours=lambda: ours._engine,  # the same game (task 0) keeps the same engine
-        )
+        )}
     finally:
         raw.close()
         ours.close()
 
 
-def bench_scienceworld(task: str, variation: int, n_steps: int, rounds: int) -> None:
-    import sys
-
+def bench_scienceworld(task: str, variation: int, n_steps: int, rounds: int) -> dict[str, Any]:
     import scienceworld
 
     from agentgym_budget.envs.scienceworld.env import ScienceWorldEnv
@@ -166,7 +177,7 @@ def bench_scienceworld(task: str, variation: int, n_steps: int, rounds: int) -> 
         raw.reset()
 
     try:
-        compare(
+        return compare(
             f"ScienceWorld {task}/{variation}",
             (raw_reset, raw.step),
             (lambda: ours.reset(options=options), ours.step),
@@ -185,17 +196,26 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200, help="steps per round (TextWorld)")
     parser.add_argument("--sw-steps", type=int, default=40, help="steps per round (ScienceWorld: ~0.1 s/step)")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--backends", default=",".join(BACKENDS), help="comma-separated, from: " + ", ".join(BACKENDS))
+    parser.add_argument("--json-out", default=None, help="write every row (and provenance) to this JSON file")
     args = parser.parse_args()
+    backends = args.backends.split(",")
+    if set(backends) - set(BACKENDS):
+        parser.error(f"unknown backends {sorted(set(backends) - set(BACKENDS))}; choose from {list(BACKENDS)}")
+    started = provenance(sys.argv)
+    rows = []
     print(f"{'backend':<28} {'steps':>6} {'raw steps/s':>12} {'ours steps/s':>12} {'ours/raw':>9} {'engine share':>13}")
-    if is_installed("textworld"):
-        for challenge in ("cooking", "coin_collector", "treasure_hunter"):
-            bench_textworld(challenge, args.steps, args.rounds)
-    else:
+    if "textworld" in backends and not is_installed("textworld"):
         print("TextWorld: skipped (pip install 'agentgym-budget[textworld]')")
-    if is_installed("scienceworld"):
-        bench_scienceworld("boil", 0, args.sw_steps, max(1, args.rounds // 2))
-    else:
+    elif "textworld" in backends:
+        for challenge in ("cooking", "coin_collector", "treasure_hunter"):
+            rows.append(bench_textworld(challenge, args.steps, args.rounds))
+    if "scienceworld" in backends and not is_installed("scienceworld"):
         print("ScienceWorld: skipped (pip install 'agentgym-budget[scienceworld]')")
+    elif "scienceworld" in backends:
+        rows.append(bench_scienceworld("boil", 0, args.sw_steps, max(1, args.rounds // 2)))
+    if args.json_out:
+        print(f"wrote {write_results(args.json_out, started, {'rows': rows})}")
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ own process, then an evaluation on the 8 **held-out** ``test`` set-ups (goal/dis
 never seen in training: the format warm-up and the tiny tokenizer's text come from ``train`` too;
 an ``--set env_kwargs=...`` whose evaluation overlaps training is refused).  A seed *learned* when both hold:
 
-* its mean training success over the last 20 updates is >= 0.8 (random play: ~0.3), and
-* its evaluation Pass@(1,T=2) on the held-out set-ups is >= 0.8 (random play: 0.11).
+* its mean training success over the last 20 updates is >= 0.8 (random play: 0.264 under the
+  smoke run's mix:2,3,4,6, exact: ``KeyDoor``'s ``random_play_win_rate``), and
+* its evaluation Pass@(1,T=2) on the held-out set-ups is >= 0.8 (random play: 1/9 = 0.111).
 
 Prints every seed's numbers, ``learned k / n``, the CPU time per seed, and writes
 ``learning_check.json`` and ``learning_curve.png`` (mean training success per update over the
@@ -33,6 +34,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from agentgym_budget.eval.stats import wilson_interval  # noqa: E402
+from agentgym_budget.envs.toy.key_door import random_play_win_rate  # noqa: E402
 from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
 from provenance import provenance  # noqa: E402  (benchmarks/provenance.py)
 from agentgym_budget.train.learning_check import (HELD_OUT_PASS_TO_LEARN, LAST_UPDATES,  # noqa: E402
@@ -57,7 +59,7 @@ def mean_band(curves: list[list[float]], smooth: int = 10) -> tuple[list[float],
     return mean.tolist(), (mean - half).tolist(), (mean + half).tolist()
 
 
-def plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
+def plot(runs: list[dict[str, Any]], path: Path, title: str, budget: str) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
@@ -72,7 +74,11 @@ def plot(runs: list[dict[str, Any]], path: Path, title: str) -> None:
     axes.plot(updates, mean, color="C0", label=f"mean of {len(runs)} seeds ({smooth}-update moving average)")
     axes.fill_between(updates, low, high, color="C0", alpha=0.25, label="95 % CI over seeds")
     axes.axhline(TRAIN_SUCCESS_TO_LEARN, color="C2", linestyle="--", linewidth=1, label="'learned' threshold")
-    axes.axhline(0.309, color="C3", linestyle=":", linewidth=1, label="random play, T=4")
+    try:  # the chance level of training success under the runs' budget (a curriculum has none)
+        chance = float(random_play_win_rate(budget))
+        axes.axhline(chance, color="C3", linestyle=":", linewidth=1, label=f"random play, {budget} ({chance:.3f})")
+    except ValueError:
+        pass
     axes.set(xlabel="update", ylabel="training success rate", ylim=(0, 1), title=title)
     axes.legend(loc="lower right", fontsize=8)
     figure.tight_layout()
@@ -131,7 +137,8 @@ def main() -> None:
               "learn_rate": {"rate": learned / len(runs), "wilson_95": [low_rate, high_rate]},
               "not_learned": failed, "runs": runs, "mean_curve": {"mean": mean, "low": low, "high": high}}
     (out / "learning_check.json").write_text(json.dumps(report, indent=1))
-    plot(runs, out / "learning_curve.png", f"KeyDoor smoke run: learned {learned}/{len(runs)} seeds")
+    plot(runs, out / "learning_curve.png", f"KeyDoor smoke run: learned {learned}/{len(runs)} seeds",
+         str(keydoor_smoke_config(**overrides).budget))
     print(f"wrote {out / 'learning_check.json'} and {out / 'learning_curve.png'}")
 
 

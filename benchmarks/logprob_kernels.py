@@ -334,7 +334,7 @@ def main() -> None:
     parser.add_argument("--variants", default=None, help=f"with --model: comma list of {MODEL_VARIANTS} "
                         "and fused+compile (default: the first three)")
     parser.add_argument("--threads", type=int, default=None, help="with --model: torch threads (default: torch's)")
-    parser.add_argument("--json-out", default=None, help="with --model: write the results (and provenance) here")
+    parser.add_argument("--json-out", default=None, help="write the results (and provenance) here")
     parser.add_argument("--child", nargs=2, metavar=("DEVICE", "VARIANT"), help=argparse.SUPPRESS)
     parser.add_argument("--inputs", help=argparse.SUPPRESS)
     parser.add_argument("--outputs", help=argparse.SUPPRESS)
@@ -353,6 +353,9 @@ def main() -> None:
 
     import torch
 
+    from provenance import provenance
+
+    started = provenance(sys.argv)
     devices = args.devices.split(",") if args.devices else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
     logits_gb = args.tokens * args.vocab * 4 / 1e9
     print(f"token_logprobs fwd+bwd: tokens={args.tokens} hidden={args.hidden} vocab={args.vocab} "
@@ -360,10 +363,12 @@ def main() -> None:
     print(f"torch {torch.__version__}, {os.cpu_count()} CPUs" + (f", {torch.cuda.get_device_name()}" if
                                                                  "cuda" in devices else ""))
     print(f"{'device':<6} {'variant':<14} {'time (s)':>9} {'peak (GB)':>10} {'time/naive':>11} {'peak/naive':>11}")
+    results = []
     for device in devices:
         naive: dict = {}
         for variant in VARIANTS:  # one row as soon as its process ends
             row = _child(args, device, variant)
+            results.append({"device": device, "variant": variant, **row})
             naive = row if variant == "naive" else naive
             if "error" in row:
                 print(f"{device:<6} {variant:<14} failed: {row['error']}")
@@ -372,6 +377,17 @@ def main() -> None:
             rel_m = row["peak_bytes"] / naive["peak_bytes"] if "peak_bytes" in naive else float("nan")
             print(f"{device:<6} {variant:<14} {row['time_s']:>9.3f} {row['peak_bytes'] / 1e9:>10.3f} "
                   f"{rel_t:>10.2f}x {rel_m:>10.2f}x", flush=True)
+    if args.json_out:
+        record = {"provenance": {**started, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
+                  "tokens": args.tokens, "hidden": args.hidden, "vocab": args.vocab, "chunk": args.chunk,
+                  "repeats": args.repeats, "dtype": args.dtype, "warmup_eager": args.warmup_eager,
+                  "peak_bytes_method": "peak RSS (VmHWM, reset via /proc/self/clear_refs) during the timed runs "
+                                       "minus RSS before them, one fresh process per variant",
+                  "rows": results}
+        out = Path(args.json_out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(record, indent=2) + "\n")
+        print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ Example:
 from __future__ import annotations
 
 import datetime
+import json
 import os
 import platform
 import shlex
@@ -35,6 +36,19 @@ def provenance(argv: Sequence[str]) -> dict[str, object]:
         "python": platform.python_version(),
         "utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
+
+
+def write_results(path: str | Path, started: dict[str, object], results: dict[str, object]) -> Path:
+    """Write ``results`` as JSON to ``path`` under ``"provenance"``: ``started`` plus the load average at the end.
+
+    ``started`` is :func:`provenance` taken when the measurement began (the load at both ends tells
+    how busy the machine was); the folders are made as needed.
+    """
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    record = {"provenance": {**started, "load_average_end": [round(x, 2) for x in os.getloadavg()]}, **results}
+    out.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return out
 
 
 def git_commit() -> str:

@@ -16,6 +16,10 @@ records of the in-process run (its speed measures nothing and is not printed).
 
     python benchmarks/ray_scaling.py
     python benchmarks/ray_scaling.py --env KeyDoor-Budget-v0 --tasks 400 --budget 6
+
+``--json-out FILE`` writes every round's seconds, the start-up costs and the correctness checks with
+the command, commit and machine load (``benchmarks/provenance.py``); docs/ray.md's table is generated
+from that file.
 """
 
 from __future__ import annotations
@@ -23,16 +27,20 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a throwaway local instance
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import agentgym_budget  # noqa: E402,F401  (registers the envs)
 from agentgym_budget.distributed import RayExecutor  # noqa: E402
 from agentgym_budget.episodes.process_pool import EpisodeProcessPool  # noqa: E402
 from agentgym_budget.episodes.records import EpisodeJob, EpisodeRecord  # noqa: E402
 from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor  # noqa: E402
+from benchmarks.provenance import provenance, write_results  # noqa: E402
 
 FALLBACK_ENV = "KeyDoor-Budget-v0"
 
@@ -64,7 +72,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the median is reported")
     parser.add_argument("--logical-cpus", type=int, default=8, help="CPUs the local Ray instance claims")
     parser.add_argument("--oversubscribed-actors", type=int, default=6, help="actors of the correctness run")
+    parser.add_argument("--json-out", default=None, help="write every round (and provenance) to this JSON file")
     args = parser.parse_args()
+    started = provenance(sys.argv)
 
     import ray
 
@@ -121,6 +131,12 @@ def main() -> None:
     print(f"correctness: {actors} actors on a Ray instance claiming {args.logical_cpus} CPUs "
           f"({os.cpu_count()} cores): identical records: {same}")
     ray.shutdown()
+    if args.json_out:
+        results = {"env": spec.env_id, "policy": spec.policy, "episodes": len(jobs), "max_budget": spec.max_budget,
+                   "rounds": args.rounds, "ray_init_s": ray_start, "actor_startup_s": cold, "seconds_by_round": seconds,
+                   "identical_records": identical, "oversubscribed": {"actors": actors, "logical_cpus": args.logical_cpus,
+                                                                      "identical_records": same}}
+        print(f"wrote {write_results(args.json_out, started, results)}")
     if not (identical and same):
         raise SystemExit("records differ between executors")
 

@@ -1,6 +1,6 @@
 """WebShop env throughput next to its raw engine (BM25 search + reward), and baseline scores.
 
-Run: python benchmarks/webshop_throughput.py [--products 3000] [--episodes 300]
+Run: python benchmarks/webshop_throughput.py [--products 3000] [--episodes 300] [--json-out FILE]
 
 Prints, in one run on the bundled catalog:
 
@@ -13,6 +13,8 @@ Prints, in one run on the bundled catalog:
   (search the instruction, click the first result, buy) and of the random policy, within 15 steps.
 
 CPU time is printed next to wall time: on a shared machine wall time includes waiting for a core.
+``--json-out`` writes every figure with the command, commit and machine load (``benchmarks/provenance.py``);
+docs/webshop.md's tables are generated from that file (``python -m tools.docs_tables``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from benchmarks.provenance import provenance, write_results  # noqa: E402
 from agentgym_budget.envs.webshop.env import SEARCH_RETURN_N, WebShopEnv
 from agentgym_budget.envs.webshop.reward import get_reward
 from agentgym_budget.envs.webshop.search import BM25Search
@@ -71,7 +74,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--products", type=int, default=3000)
     parser.add_argument("--episodes", type=int, default=300)
+    parser.add_argument("--json-out", default=None, help="write every figure (and provenance) to this JSON file")
     args = parser.parse_args()
+    started = provenance(sys.argv)
 
     with Clock() as generation:
         catalog = generate_catalog(seed=0, num_products=args.products)
@@ -103,10 +108,26 @@ def main() -> None:
 
     print(f"\n{'policy':<8}{'steps/s':>10}{'episodes/s':>12}{'success':>10}{'mean reward':>13}")
     rng = np.random.default_rng(0)
+    policies = {}
     for policy in ("expert", "rule", "random"):
         steps, success, mean_reward, clock = run_episodes(env, policy, args.episodes, rng)
+        policies[policy] = {"steps": steps, "success": success, "mean_reward": mean_reward, **_seconds(clock)}
         print(f"{policy:<8}{steps / clock.wall:>10.0f}{args.episodes / clock.wall:>12.1f}{success:>10.3f}{mean_reward:>13.3f}")
     print("(episodes/s include reset, which runs up to three searches to find the expert's query)")
+    if args.json_out:
+        results = {
+            "products": len(catalog), "goals": len(catalog.goals), "episodes": args.episodes, "step_limit": STEP_LIMIT,
+            "build": {"catalog_generation": _seconds(generation), "bm25_index": _seconds(indexing)},
+            "queries": n, "raw_search": _seconds(raw_search), "env_search_step": _seconds(env_search),
+            "get_reward_calls": len(goals), "get_reward": _seconds(rewards),
+            "policies": policies,
+        }
+        print(f"wrote {write_results(args.json_out, started, results)}")
+
+
+def _seconds(clock: Clock) -> dict[str, float]:
+    """A clock's wall and CPU seconds, for the results file."""
+    return {"wall_s": round(clock.wall, 6), "cpu_s": round(clock.cpu, 6)}
 
 
 if __name__ == "__main__":

@@ -54,3 +54,64 @@ def test_the_process_reward_study_table_shows_every_seed_and_the_paired_rows(tmp
     assert "| mix+pr − mix | -12.5 [-30.0, -5.0]* | +0.0 [n/a, n/a] |" in lines
     assert lines[-1].startswith("From `docs/data/process-reward-study/keydoor.json`: `python benchmarks/budgetmix")
     assert "(no results file" in docs_tables.process_reward_study_table(tmp_path / "missing.json")
+
+
+def _use_data(monkeypatch, tmp_path, name: str, report: dict) -> None:
+    """Point the generators at ``tmp_path`` holding ``report`` as ``docs/data/<name>``."""
+    (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / name).write_text(json.dumps(report))
+    monkeypatch.setattr(docs_tables, "DATA", tmp_path)
+
+
+def test_the_webshop_tables_turn_clock_seconds_into_rates_and_ratios(monkeypatch, tmp_path):
+    clock = {"wall_s": 0.5, "cpu_s": 0.25}
+    policy = {"steps": 1000, "success": 0.5, "mean_reward": 0.75, "wall_s": 2.0, "cpu_s": 1.0}
+    report = {"provenance": {"command": "python x", "load_average": [3.0, 2, 1]}, "products": 3000, "episodes": 10,
+              "step_limit": 15, "build": {"catalog_generation": clock, "bm25_index": clock}, "queries": 100,
+              "raw_search": clock, "env_search_step": {"wall_s": 0.75, "cpu_s": 0.5}, "get_reward_calls": 50,
+              "get_reward": clock, "policies": {"expert": policy, "rule": policy, "random": policy}}
+    _use_data(monkeypatch, tmp_path, "webshop/throughput.json", report)
+    throughput = docs_tables.webshop_throughput_table()
+    assert "| raw bm25s search | 200 queries/s: 5.00 ms (2.50 ms CPU) |" in throughput
+    assert "| `get_reward` | 100 calls/s |" in throughput
+    assert "**1.50× wall, 2.00× CPU**" in throughput and "| env steps/s, rule policy | 500 |" in throughput
+    assert "| random over admissible commands | 0.500 | 0.750 |" in docs_tables.webshop_difficulty_table()
+
+
+def test_the_textworld_table_gives_the_per_round_ratio_range_and_leaves_out_other_backends(monkeypatch, tmp_path):
+    row = {"backend": "TextWorld coin_collector", "level": 5, "steps": 149, "rounds": 3, "raw_steps_per_s": 100.0,
+           "ours_steps_per_s": 90.0, "ours_over_raw": 0.9, "engine_share": 0.97,
+           "raw_steps_per_s_by_round": [100.0, 100.0, 80.0], "ours_steps_per_s_by_round": [90.0, 80.0, 96.0]}
+    science = {**row, "backend": "ScienceWorld boil/0"}
+    _use_data(monkeypatch, tmp_path, "textworld/backend-throughput.json",
+              {"provenance": {}, "rows": [row, science]})
+    table = docs_tables.textworld_throughput_table()
+    assert "| coin collector L5 | 149 × 3 | 100.0 | 90.0 | 0.90 | 0.80–1.20 | 0.970 |" in table
+    assert "ScienceWorld" not in table
+
+
+def test_the_ray_table_compares_median_and_best_rounds_at_equal_worker_count(monkeypatch, tmp_path):
+    seconds = {"local, workers 1": [2.0, 1.0, 4.0], "local, workers 2": [1.0, 1.0, 1.0], "ray, 1 actor": [2.0, 2.0, 2.0],
+               "ray, 2 actors": [1.25, 1.0, 2.0], "ray, 2 actors, 1 episode/chunk": [2.0, 2.0, 2.0]}
+    report = {"provenance": {}, "episodes": 100, "rounds": 3, "seconds_by_round": seconds, "ray_init_s": 3.0,
+              "actor_startup_s": {"ray, 1 actor": 0.5}, "identical_records": True,
+              "oversubscribed": {"actors": 6, "logical_cpus": 8, "identical_records": False}}
+    _use_data(monkeypatch, tmp_path, "ray/scaling.json", report)
+    table = docs_tables.ray_scaling_table()
+    assert "| local, `--workers 1` | 50 | 100 | – |" in table and "| Ray, 1 actor | 50 | 50 | 0.5 s |" in table
+    assert "1 actor +0.0% (median) / +100.0% (best); 2 actors +25.0% (median) / +0.0% (best)" in table
+    assert "returned the records of the in-process run: **no**" in table
+
+
+def test_the_action_rewrites_table_adds_the_seeds_up_and_gives_each_count_as_a_share_of_turns(monkeypatch, tmp_path):
+    counts = {"turns": 200, "exact: not admissible": 50, "old != exact": 20,
+              "old != exact, crossed a colour/number": 10, "fuzzy != exact": 0}
+    report = {"provenance": {}, "env": "KeyDoor-v0", "budget": "mix:2,3", "episodes": 8, "warmup_steps": 1,
+              "max_new_tokens": 12, "seeds": [{"seed": 0, "counts": counts, "warmup_s": 100.4, "play_s": 8},
+                                              {"seed": 1, "counts": {**counts, "turns": 300, "fuzzy != exact": 3},
+                                               "warmup_s": 90, "play_s": 9}]}
+    _use_data(monkeypatch, tmp_path, "action-rewrites/keydoor.json", report)
+    table = docs_tables.action_rewrites_table()
+    assert "| 0 | 200 | 50 (25.0 %) | 20 (10.0 %) | 10 (5.0 %) | 0 (0.0 %) |" in table
+    assert "| all | 500 | 100 (20.0 %) | 40 (8.0 %) | 20 (4.0 %) | 3 (0.6 %) |" in table
+    assert "warm-up / play: seed 0 100 / 8, seed 1 90 / 9." in table

@@ -76,3 +76,33 @@ def test_bad_options_are_one_line_errors(kwargs, message):
     with pytest.raises(ValueError, match=message) as error:
         LLMPolicy(BACKEND, **kwargs)
     assert "\n" not in str(error.value)
+
+
+def test_an_append_only_few_shot_conversation_shows_the_task_line_once_and_only_grows():
+    """History "append" with examples: turn 2's conversation is turn 1's plus the reply and the new message
+    (before, the first message's task line was recorded with it and laid out twice)."""
+    from agentgym_budget.policies.chat import Completion
+
+    class Recording:
+        name = "recording"
+
+        def __init__(self):
+            self.seen = []
+
+        def complete(self, conversations, seeds, sampling, **_):
+            self.seen += [list(c) for c in conversations]
+            return [Completion("Action: take key") for _ in conversations]
+
+    backend = Recording()
+    policy = LLMPolicy(backend, history="append", few_shot_env="KeyDoor-v0")
+    env = gym.make("KeyDoor-Budget-v0", split="test", budget=3, show_budget=True)
+    obs, info = env.reset(seed=0)
+    state = policy.start(0)
+    [reply] = policy.act_batch([state], [obs], [info])
+    obs, _, _, _, info = env.step(reply.action)
+    policy.act_batch([state], [obs], [info])
+    first, second = backend.seen
+    assert second[: len(first)] == first
+    assert second[len(first):] == [{"role": "assistant", "content": "Action: take key"},
+                                   {"role": "user", "content": turn_message(obs, info)}]
+    assert first[-1]["content"].startswith(f"{task_line(info['task'])}\nObservation: ")  # the task line once

@@ -7,7 +7,8 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import agentgym_budget  # noqa: F401  (registers the ids)
-from agentgym_budget.envs.toy.key_door import COLOURS, SPLITS, TASK_IDS
+from agentgym_budget.envs.toy.key_door import COLOURS, SPLITS, TASK_IDS, random_play_win_rate
+from agentgym_budget.wrappers.budget_spec import MixBudget
 
 
 def test_env_checker_passes():
@@ -79,17 +80,17 @@ def test_unknown_task_is_a_clear_error():
         gym.make("KeyDoor-v0").reset(options={"task": "purple-red"})
 
 
-def _random_policy_win_rate(budget: int) -> Fraction:
-    no_key, key, won = Fraction(1), Fraction(0), Fraction(0)
-    for _ in range(budget):
-        no_key, key, won = no_key * Fraction(2, 3), no_key / 3 + key / 3, won + key / 3
-    return won
-
-
 def test_random_policy_win_rate_matches_the_documented_chance_level():
-    """The learning check's 'untrained' baseline: a uniform policy over the 3 commands."""
-    assert float(_random_policy_win_rate(2)) == pytest.approx(1 / 9)
-    assert round(float(_random_policy_win_rate(4)), 3) == 0.309
+    """The learning check's 'untrained' baseline: a uniform policy over the 3 commands, exact and played."""
+    assert random_play_win_rate(2) == Fraction(1, 9)
+    assert round(float(random_play_win_rate(4)), 3) == 0.309
+    mean = (random_play_win_rate(2) + random_play_win_rate(3) + random_play_win_rate(4) + random_play_win_rate(6)) / 4
+    assert random_play_win_rate("mix:2,3,4,6") == mean and round(float(mean), 3) == 0.264
+    assert random_play_win_rate("uniform:2-3") == (random_play_win_rate(2) + random_play_win_rate(3)) / 2
+    weighted = MixBudget(budgets=(2, 4), weights=(0.25, 0.75))
+    assert random_play_win_rate(weighted) == (random_play_win_rate(2) + 3 * random_play_win_rate(4)) / 4
+    with pytest.raises(ValueError, match="no fixed distribution"):
+        random_play_win_rate("curriculum:6->2@100")
     env = gym.make("KeyDoor-Budget-v0", budget=4)
     import numpy as np
 

@@ -179,6 +179,61 @@ def test_skyrl_prompt_is_the_policy_conversation(reference):
     assert [prompt[-1]["content"], *observations] == [c[-1]["content"] for c in reference]
 
 
+FEW_SHOT = {"few_shot_env": "KeyDoor-v0", "few_shot_seed": 1, "few_shot_candidates": 3}
+
+
+@pytest.fixture(scope="module")
+def few_shot_reference() -> list[list[Message]]:
+    """The evaluator's few-shot conversations (``eval --policy-arg few_shot_env=KeyDoor-v0 ...``)."""
+    return policy_conversations(LLMPolicy(RecordingBackend(()), show_budget=True, **FEW_SHOT), env_show_budget=False)
+
+
+def test_the_few_shot_reference_shows_the_example_first(few_shot_reference, reference):
+    first = few_shot_reference[0]
+    assert first[0] == reference[0][0] and [m["role"] for m in first[1:3]] == ["user", "assistant"]
+    assert first[-1]["content"].startswith("Your task is to: ") and first[-1]["content"].endswith(
+        reference[0][-1]["content"])
+
+
+def test_verifiers_few_shot_prompt_is_the_policy_conversation(few_shot_reference):
+    pytest.importorskip("verifiers")
+    from agentgym_budget.integrations.verifiers_env import BudgetMultiTurnEnv
+
+    env = BudgetMultiTurnEnv(ENV_ID, budget=BUDGET, num_examples=1, first_seed=SEED, env_kwargs={"show_budget": True},
+                             **FEW_SHOT)
+    state = {"prompt": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": ""}],
+             "info": {"seed": SEED, "options": OPTIONS}}
+    state = asyncio.run(env.setup_state(state))
+    assert [_plain(m) for m in state["prompt"]] == few_shot_reference[0]
+    for command, conversation in zip(COMMANDS, few_shot_reference[1:]):
+        reply = [{"role": "assistant", "content": f"Action: {command}"}]
+        [response] = asyncio.run(env.env_response(reply, state))
+        assert _plain(response) == conversation[-1]
+
+
+def test_skyrl_few_shot_prompt_is_the_policy_conversation(few_shot_reference):
+    if importlib.util.find_spec("skyrl_gym") is None:
+        pytest.skip("skyrl-gym is not installed: pip install -e '.[skyrl]'")
+    from agentgym_budget.integrations.skyrl import SkyRLBudgetEnv
+
+    env = SkyRLBudgetEnv({"budget": BUDGET, "show_budget": True, **FEW_SHOT}, {"seed": SEED, "options": OPTIONS},
+                         env_id=ENV_ID)
+    prompt, _ = env.init([])
+    observations = [env.step(f"Action: {command}")["observations"][0] for command in COMMANDS]
+    assert prompt == few_shot_reference[0]
+    assert observations == [c[-1] for c in few_shot_reference[1:]]
+
+
+def test_a_bad_few_shot_env_is_a_one_line_error_in_the_adapters():
+    if importlib.util.find_spec("skyrl_gym") is None:
+        pytest.skip("skyrl-gym is not installed: pip install -e '.[skyrl]'")
+    from agentgym_budget.integrations.skyrl import SkyRLBudgetEnv
+
+    with pytest.raises(ValueError, match="without a budget") as error:
+        SkyRLBudgetEnv({"budget": BUDGET, "few_shot_env": ENV_ID}, {"seed": SEED}, env_id=ENV_ID)
+    assert "\n" not in str(error.value)
+
+
 def test_openenv_observation_carries_the_policy_turn(reference):
     pytest.importorskip("openenv")
     from agentgym_budget.integrations.openenv_env import BudgetEnvironment, TextAction

@@ -253,16 +253,22 @@ def test_two_runs_racing_on_one_cache_and_a_replay_show_the_same_replies(hostile
     path = tmp_path / "c.sqlite"
     convs = [[*CONVERSATION, {"role": "user", "content": f"turn {i}"}] for i in range(8)]
     runs: list[list[str]] = [[], []]
+    errors: list[BaseException | None] = [None, None]
 
     def run(i: int) -> None:
-        b = backend(hostile.url, cache=path, max_concurrency=4)
-        runs[i] = [c.text for c in b.complete(convs, list(range(8)), Sampling())]
+        try:
+            b = backend(hostile.url, cache=path, max_concurrency=4)
+            runs[i] = [c.text for c in b.complete(convs, list(range(8)), Sampling())]
+        except BaseException as e:  # noqa: BLE001 - a run that failed is named, not seen as other replies
+            errors[i] = e
 
     threads = [threading.Thread(target=run, args=(i,)) for i in (0, 1)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(20)
+    assert not any(t.is_alive() for t in threads), "a run did not finish within 20 s"
+    assert errors == [None, None], f"a racing run failed: {errors}"
     assert hostile.chats > 8  # the runs did race: some keys were asked twice
     replay = [c.text for c in backend(hostile.url, cache=path).complete(convs, list(range(8)), Sampling())]
     assert runs[0] == runs[1] == replay and len(set(replay)) == 8

@@ -213,6 +213,27 @@ def tool_call_warmup(model, tokenizer, steps: int, seed: int = 0, lr: float = 5e
     return losses
 
 
+def test_a_chat_models_vocabulary_is_kept_under_trls_tool_template() -> None:
+    """SmolLM2's case: a ChatML chat model whose template has no tool syntax gets TRL's template, no new tokens."""
+    from trl.chat_template_utils import qwen2_5_chat_template, supports_tool_calling
+
+    from agentgym_budget.policies.tiny_model import build_tokenizer, env_corpus
+
+    tokenizer = build_tokenizer(env_corpus("KeyDoor-v0"))
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
+    tokenizer.chat_template = ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+                               "{% endfor %}")  # ChatML without tools, as SmolLM2's
+    assert not supports_tool_calling(tokenizer)
+    size = len(tokenizer)
+    chatml_tool_tokenizer(tokenizer)
+    assert len(tokenizer) == size and "<tool_call>" not in tokenizer.get_vocab()
+    assert tokenizer.chat_template == qwen2_5_chat_template and supports_tool_calling(tokenizer)
+    assert tokenizer.eos_token == "<|im_end|>"
+    # a tokenizer without any template (the tiny one) still gets the tags as tokens
+    bare = chatml_tool_tokenizer(build_tokenizer(env_corpus("KeyDoor-v0")))
+    assert "<tool_call>" in bare.get_vocab()
+
+
 def test_trl_renders_and_parses_our_tool_calls() -> None:
     model, tokenizer = tiny_tool_model()
     assert supports_tool_calling(tokenizer)

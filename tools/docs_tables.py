@@ -7,7 +7,8 @@ A table in ``docs/*.md`` that reports measured figures sits between two markers:
     <!-- end generated -->
 
 and is written by the generator of that name from the results files under ``docs/data/`` (each
-file records the command, commit and machine load that produced it: ``benchmarks/provenance.py``).
+file records the command, commit and machine load that produced it: ``benchmarks/provenance.py``),
+or, for facts of committed data (the bundled ALFWorld games), from that data itself.
 
     python -m tools.docs_tables           # rewrite every generated table from its files
     python -m tools.docs_tables --check   # exit 1, naming each table that disagrees with its files
@@ -114,10 +115,7 @@ def learning_check_table() -> str:
     failed = [run["seed"] for run in runs if not run["learned"]]
     lines = rows + ["", f"**Learned {learned} of {len(runs)} seeds** (rate {learned / len(runs):.2f}, 95 % Wilson "
                         f"interval {low:.2f}–{high:.2f}); not learned: seeds {', '.join(map(str, failed)) or 'none'}."]
-    for source in sources:
-        lines.append(f"From `docs/data/learning-check/{source['file']}`: `{source.get('command', '?')}` at commit "
-                     f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}"
-                     f", load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}.")
+    lines += [_source(f"learning-check/{source['file']}", source) for source in sources]
     return "\n".join(lines)
 
 
@@ -158,16 +156,403 @@ def _points(value: float | None, signed: bool = False) -> str:
     return "n/a" if value is None else f"{100 * value:{'+' if signed else ''}.1f}"
 
 
+def verifiers_concurrency_table(folder: Path | None = None) -> str:
+    """Per results file and model latency: wall time, stall share and longest stall, one at a time and concurrent."""
+    folder = folder or DATA / "verifiers-concurrency"
+    lines = ["| engine | model latency per reply | rollouts in flight | wall | event loop in stalls > 0.1 s "
+             "| longest stall | load average (start → end) |", "|---|---|---|---|---|---|---|"]
+    sources = []
+    for path in sorted(folder.glob("*.json")):
+        report = json.loads(path.read_text(encoding="utf-8"))
+        source = report["provenance"]
+        sources.append(f"From `docs/data/verifiers-concurrency/{path.name}`: `{source['command']}` at commit "
+                       f"`{source['commit'][:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
+                       f"{source.get('cpus', '?')} CPUs, {source.get('utc', '?')}.")
+        for row in report["rows"]:
+            lines.append(f"| {row['engine']} | {row['latency_s']:g} s | {row['max_concurrent']} of {row['rollouts']} "
+                         f"| {row['wall_s']:.1f} s | {row['stall_share']:.0%} ({row['stalls_over_0.1s']} stalls) "
+                         f"| {row['max_loop_stall_s']:.2f} s | {_load(source)} |")
+    if not sources:
+        return "(no results file under docs/data/verifiers-concurrency/ yet)"
+    return "\n".join([*lines, "", *sources])
+
+
 def _load(source: dict[str, Any]) -> str:
     start, end = source.get("load_average"), source.get("load_average_end")
     first = f"{start[0]:.1f}" if start else "?"
     return f"{first} → {end[0]:.1f}" if end else first
 
 
+def smollm2_eval_table() -> str:
+    """The SmolLM2 evaluation tables: ``benchmarks/smollm2_eval.py --tables`` over ``docs/data/smollm2-eval/``."""
+    return _benchmark("smollm2_eval").tables(DATA / "smollm2-eval")
+
+
+def _benchmark(name: str) -> Any:
+    """A script of ``benchmarks/`` as a module (the script that wrote the files also reads them back)."""
+    import importlib
+
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    return importlib.import_module(f"benchmarks.{name}")
+
+
+#: The kernel variants as the docs name them.
+_KERNEL_PATHS = {"full-logits": "full", "naive": "naive", "fused": "fused"}
+
+
+def logprob_kernels_smollm2_table() -> str:
+    """Per shape and path: time, peak, one logits copy, and both as ratios to the full path (results.json).
+
+    The fused row with the most scored tokens is in bold (the case the docs discuss).
+    """
+    report = json.loads((DATA / "logprob-kernels-smollm2" / "results.json").read_text(encoding="utf-8"))
+    rows = ["| S × L | scored | path | time (s) | peak (GB) | logits copy (GB, computed) | time / full | peak / full |",
+            "|---|---|---|---|---|---|---|---|"]
+    full = {(r["sequences"], r["length"]): r for r in report["rows"] if r["variant"] == "full-logits"}
+    # The row the text is about: the fused path at the most scored tokens, where chunking matters.
+    best_peak = max((r for r in report["rows"] if r["variant"] == "fused"), key=lambda r: r["scored_tokens"])
+    for row in report["rows"]:
+        reference = full[(row["sequences"], row["length"])]
+        time_ratio, peak_ratio = row["time_s"] / reference["time_s"], row["peak_bytes"] / reference["peak_bytes"]
+        peak, peak_text = row["peak_bytes"] / 1e9, f"{peak_ratio:.2f}×"
+        peak_cell = f"**{peak:.2f}**" if row is best_peak else f"{peak:.2f}"
+        if row is best_peak:
+            peak_text = f"**{peak_text}**"
+        rows.append(f"| {row['sequences']} × {row['length']} | {row['scored_tokens']:,} | {_KERNEL_PATHS[row['variant']]} "
+                    f"| {_seconds(row['time_s'])} | {peak_cell} | {row['logits_bytes_computed'] / 1e9:.3f} "
+                    f"| {time_ratio:.2f}× | {peak_text} |")
+    return "\n".join(rows + ["", _source("logprob-kernels-smollm2/results.json", report.get("provenance", {}))])
+
+
+def _seconds(value: float) -> str:
+    """Three significant figures at most (``15.5``, ``0.86``)."""
+    return f"{value:.1f}" if value >= 10 else f"{value:.2f}"
+
+
+#: The allotted turns (K × T) the frontier example asks about: 60 turns per task, and 50 for 1 × 50.
+_FRONTIER_CAPS = (50, 60)
+
+
+def frontier_alfworld_table() -> str:
+    """The cells of ``docs/data/frontier-alfworld/frontier.csv`` allotted 50 or 60 turns; the best under 60 in bold."""
+    import csv
+
+    with (DATA / "frontier-alfworld" / "frontier.csv").open(encoding="utf-8", newline="") as handle:
+        cells = [row for row in csv.DictReader(handle) if row["cost_kind"] == "turns"]
+    by_cell: dict[tuple[int, int], dict[str, dict[str, str]]] = {}
+    for row in cells:
+        if int(row["allotted_turns"]) in _FRONTIER_CAPS:
+            by_cell.setdefault((int(row["k"]), int(row["t"])), {})[row["strategy"]] = row
+    best = max(by_cell, key=lambda cell: float(by_cell[cell]["parallel"]["pass"]))
+    rows = ["| K × T | allotted turns | Pass@(K,T) [CI] | turns, parallel | turns, sequential |",
+            "|---|---|---|---|---|"]
+    for (k, t), strategies in sorted(by_cell.items()):
+        cell = strategies["parallel"]
+        name, value = f"{k} × {t}", f"{float(cell['pass']):.3f}"
+        if (k, t) == best:
+            name, value = f"**{name}**", f"**{value}**"
+        rows.append(f"| {name} | {cell['allotted_turns']} | {value} [{float(cell['ci_low']):.2f}, "
+                    f"{float(cell['ci_high']):.2f}] | {float(cell['cost']):.1f} | "
+                    f"{float(strategies['sequential']['cost']):.1f} |")
+    return "\n".join(rows)
+
+
+def _source(file: str, provenance: dict[str, Any]) -> str:
+    """One line naming a results file and how it was made."""
+    return (f"From `docs/data/{file}`: `{provenance.get('command', '?')}` at commit "
+            f"`{str(provenance.get('commit', '?'))[:10]}`{' (uncommitted changes)' if provenance.get('dirty') else ''}"
+            f", load average {_load(provenance)} on {provenance.get('cpus', '?')} CPUs, {provenance.get('utc', '?')}.")
+
+
+def alfworld_equivalence_table() -> str:
+    """Per run of ``benchmarks/alfworld_equivalence.py --report`` in ``docs/data/alfworld-equivalence-v2/``: the counts."""
+    rows = ["| run (report file) | games | episodes | steps compared, by split | mismatches | hash-order ties "
+            "| ended by an upstream expert error | stopped by the time limit | seconds |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    total = {"games": 0, "episodes": 0, "steps_compared": 0, "mismatches": 0, "episodes_ended_by_hash_order_tie": 0,
+             "episodes_ended_by_upstream_expert_error": 0, "seconds": 0.0}
+    for path in sorted((DATA / "alfworld-equivalence-v2").glob("run*.json")):  # not tie-recheck.json
+        report = json.loads(path.read_text(encoding="utf-8"))
+        for key in total:
+            total[key] += report[key]
+        splits = ", ".join(f"{split} {steps:,}" for split, steps in report["steps_by_split"].items())
+        rows.append(f"| `{path.name}` | {report['games']} | {report['episodes']} | {report['steps_compared']:,} "
+                    f"({splits}) | {report['mismatches']} | {report['episodes_ended_by_hash_order_tie']} | "
+                    f"{report['episodes_ended_by_upstream_expert_error']} | "
+                    f"{'yes' if report['stopped_by_time_limit'] else 'no'} | {report['seconds']:,.0f} |")
+    rows.append(f"| **total** | {total['games']} | {total['episodes']:,} | **{total['steps_compared']:,}** | "
+                f"**{total['mismatches']}** | {total['episodes_ended_by_hash_order_tie']} | "
+                f"{total['episodes_ended_by_upstream_expert_error']} | | {total['seconds']:,.0f} |")
+    return "\n".join(rows)
+
+
+def _results(name: str) -> dict[str, Any]:
+    """``docs/data/<name>`` (a JSON results file) as a dict."""
+    return json.loads((DATA / name).read_text(encoding="utf-8"))
+
+
+#: The policies of ``benchmarks/webshop_throughput.py`` as docs/webshop.md names them, in row order.
+_WEBSHOP_POLICIES = {
+    "expert": "expert",
+    "rule": "upstream's rule baseline (search the instruction, click the first result, buy)",
+    "random": "random over admissible commands",
+}
+
+
+def webshop_difficulty_table() -> str:
+    """Success and mean reward of the expert, the rule baseline and random play (webshop/throughput.json)."""
+    report = _results("webshop/throughput.json")
+    rows = [f"Over {report['episodes']} episodes with a {report['step_limit']}-step limit, on the "
+            f"{report['products']:,}-product catalog:", "",
+            "| policy | success (reward 1) | mean reward |", "|---|---|---|"]
+    for key, label in _WEBSHOP_POLICIES.items():
+        policy = report["policies"][key]
+        rows.append(f"| {label} | {policy['success']:.3f} | {policy['mean_reward']:.3f} |")
+    return "\n".join(rows + ["", _source("webshop/throughput.json", report["provenance"])])
+
+
+def webshop_throughput_table() -> str:
+    """Build cost, raw engine next to the env, env steps/s per policy (webshop/throughput.json); wall (CPU)."""
+    report = _results("webshop/throughput.json")
+    search, env_search = report["raw_search"], report["env_search_step"]
+    queries, rewards = report["queries"], report["get_reward"]
+
+    def per_call(clock: dict[str, float], unit: str) -> str:
+        return (f"{queries / clock['wall_s']:,.0f} {unit}/s: {1e3 * clock['wall_s'] / queries:.2f} ms "
+                f"({1e3 * clock['cpu_s'] / queries:.2f} ms CPU)")
+
+    build = report["build"]
+    rows = ["| what | figure |", "|---|---|",
+            f"| catalog generation, {report['products']:,} products | {build['catalog_generation']['wall_s']:.2f} s "
+            f"({build['catalog_generation']['cpu_s']:.2f} s CPU) |",
+            f"| BM25 index build | {build['bm25_index']['wall_s']:.2f} s ({build['bm25_index']['cpu_s']:.2f} s CPU) |",
+            f"| raw bm25s search | {per_call(search, 'queries')} |",
+            f"| `get_reward` | {report['get_reward_calls'] / rewards['wall_s']:,.0f} calls/s |",
+            f"| env `search[...]` step | {per_call(env_search, 'steps')} |",
+            f"| **env search step / raw search** | **{env_search['wall_s'] / search['wall_s']:.2f}× wall, "
+            f"{env_search['cpu_s'] / search['cpu_s']:.2f}× CPU** |"]
+    for key in ("expert", "rule", "random"):
+        policy = report["policies"][key]
+        rows.append(f"| env steps/s, {key} policy | {policy['steps'] / policy['wall_s']:,.0f} |")
+    return "\n".join(rows + ["", _source("webshop/throughput.json", report["provenance"])])
+
+
+def textworld_throughput_table() -> str:
+    """Raw engine vs our env per TextWorld game (textworld/backend-throughput.json): medians, per-round ratio range."""
+    report = _results("textworld/backend-throughput.json")
+    rows = ["| backend | steps × rounds | raw steps/s | ours steps/s | ours/raw | ours/raw, range over rounds "
+            "| engine share of our step time |", "|---|---|---|---|---|---|---|"]
+    for row in report["rows"]:
+        if not row["backend"].startswith("TextWorld "):
+            continue
+        ratios = [ours / raw for raw, ours in zip(row["raw_steps_per_s_by_round"], row["ours_steps_per_s_by_round"])]
+        name = row["backend"].removeprefix("TextWorld ").replace("_", " ")
+        rows.append(f"| {name} L{row['level']} | {row['steps']} × {row['rounds']} | {row['raw_steps_per_s']:.1f} | {row['ours_steps_per_s']:.1f} "
+                    f"| {row['ours_over_raw']:.2f} | {min(ratios):.2f}–{max(ratios):.2f} | {row['engine_share']:.3f} |")
+    return "\n".join(rows + ["", "Medians over the rounds (after one warm-up round). "
+                                  + _source("textworld/backend-throughput.json", report["provenance"])])
+
+
+#: ``benchmarks/ray_scaling.py``'s configurations as docs/ray.md names them, in row order.
+_RAY_CONFIGS = {
+    "local, workers 1": "local, `--workers 1`",
+    "local, workers 2": "local, `--workers 2`",
+    "ray, 1 actor": "Ray, 1 actor",
+    "ray, 2 actors": "Ray, 2 actors",
+    "ray, 2 actors, 1 episode/chunk": "Ray, 2 actors, 1 episode per chunk",
+}
+
+
+def ray_rates(report: dict[str, Any]) -> tuple[dict[str, float], dict[str, float]]:
+    """Episodes/s per configuration: over the median round, and over the best (fastest) round."""
+    import statistics
+
+    episodes, seconds = report["episodes"], report["seconds_by_round"]
+    return ({name: episodes / statistics.median(times) for name, times in seconds.items()},
+            {name: episodes / min(times) for name, times in seconds.items()})
+
+
+def ray_scaling_table() -> str:
+    """Local vs Ray episodes/s (median and best round), start-up, overheads and speed-ups (ray/scaling.json)."""
+    report = _results("ray/scaling.json")
+    median, best = ray_rates(report)
+    rows = [f"| configuration | episodes/s (median of {report['rounds']}) | best round | actor start-up |",
+            "|---|---:|---:|---:|"]
+    for name, label in _RAY_CONFIGS.items():
+        startup = report["actor_startup_s"].get(name)
+        rows.append(f"| {label} | {median[name]:.0f} | {best[name]:.0f} | "
+                    f"{'–' if startup is None else f'{startup:.1f} s'} |")
+
+    def overhead(local: str, ray: str) -> str:
+        return f"{median[local] / median[ray] - 1:+.1%} (median) / {best[local] / best[ray] - 1:+.1%} (best)"
+
+    oversubscribed = report["oversubscribed"]
+    rows += ["",
+             f"* Ray vs local at equal worker count (local episodes/s ÷ Ray's − 1): 1 actor "
+             f"{overhead('local, workers 1', 'ray, 1 actor')}; 2 actors {overhead('local, workers 2', 'ray, 2 actors')}.",
+             f"* Per-episode dispatch at 2 workers: {overhead('local, workers 2', 'ray, 2 actors, 1 episode/chunk')} "
+             f"against the 2-process pool.",
+             f"* Speed-up 2 vs 1 worker (best rounds): local {best['local, workers 2'] / best['local, workers 1']:.2f}×, "
+             f"Ray {best['ray, 2 actors'] / best['ray, 1 actor']:.2f}×.",
+             f"* `ray.init` of the local instance: {report['ray_init_s']:.1f} s (once per process). Every configuration "
+             f"returned identical records: {'yes' if report['identical_records'] else '**no**'}; "
+             f"{oversubscribed['actors']} actors on an instance claiming {oversubscribed['logical_cpus']} CPUs "
+             f"returned the records of the in-process run: {'yes' if oversubscribed['identical_records'] else '**no**'}.",
+             "", _source("ray/scaling.json", report["provenance"])]
+    return "\n".join(rows)
+
+
+def alfworld_bundle_table() -> str:
+    """The bundled ALFWorld splits' figures, computed from the games themselves (``tools/alfworld/bundle_stats.py``).
+
+    No results file: these are facts of the committed data, so the table is the data's, whatever
+    commit regenerates it.
+    """
+    from agentgym_budget.envs.alfworld.game import load_games
+    from tools.alfworld import bundle_stats
+
+    games = {split: load_games(split) for split in bundle_stats.SPLITS}
+    return "\n".join([bundle_stats.split_table(games), "",
+                      "Rooms, all three splits together, per game (median / max):", "",
+                      bundle_stats.room_table([game for split in games.values() for game in split]), "",
+                      "From the bundled games: `python -m tools.alfworld.bundle_stats`."])
+
+
+def action_rewrites_table(file: str = "keydoor.json", crossed: str = "another colour") -> str:
+    """Per warm-up seed and over all: turns, not admissible, rewritten by the old and by the fuzzy rule (counts, %).
+
+    ``file`` is a ``benchmarks/action_rewrites.py --json-out`` file under ``docs/data/action-rewrites/``;
+    ``crossed`` names what a rewrite that crossed to another object changed (KeyDoor: a colour).
+    """
+    report = _results(f"action-rewrites/{file}")
+    rows = ["| seed | turns | not admissible (played as written) | old rule played another command "
+            f"| … naming {crossed} | fuzzy rule played another command |", "|---|---|---|---|---|---|"]
+    keys = ("exact: not admissible", "old != exact", "old != exact, crossed a colour/number", "fuzzy != exact")
+    total = {key: 0 for key in ("turns", *keys)}
+    for seed in report["seeds"]:
+        rows.append(_rewrite_row(str(seed["seed"]), seed["counts"], keys))
+        for key in total:
+            total[key] += seed["counts"][key]
+    if len(report["seeds"]) > 1:
+        rows.append(_rewrite_row("all", total, keys))
+    setting = (f"{report['env']} (`{report['budget']}`), {report['episodes']} episodes per seed, "
+               f"{report['warmup_steps']} warm-up steps, {report['max_new_tokens']} new tokens; wall seconds of "
+               "warm-up / play: " + ", ".join(f"seed {seed['seed']} {seed['warmup_s']:.0f} / {seed['play_s']:.0f}"
+                                               for seed in report["seeds"]) + ". ")
+    return "\n".join(rows + ["", setting + _source(f"action-rewrites/{file}", report["provenance"])])
+
+
+def _rewrite_row(name: str, counts: dict[str, int], keys: tuple[str, ...]) -> str:
+    turns = counts["turns"]
+    cells = " | ".join(f"{counts[key]:,} ({100 * counts[key] / turns:.1f} %)" for key in keys)
+    return f"| {name} | {turns:,} | {cells} |"
+
+
+def alfworld_difficulty_table() -> str:
+    """Pass@(1,T) and Pass@(K,T) of the scripted policies on one split, per row its games and seconds."""
+    report = _results("alfworld-difficulty/valid_unseen.json")
+    ks, ts = (1, report["attempts"]), report["ts"]
+    cells = [f"({k},{t})" for k in ks for t in ts]
+    rows = [f"| policy: Pass@(K,T) | {' | '.join(cells)} | distinct games | seconds, wall (CPU) |",
+            "|---|" + "---|" * (len(cells) + 2)]
+    for row in report["rows"]:
+        values = " | ".join(f"{row['pass'][f'{k},{t}']:.3f}" for k in ks for t in ts)
+        rows.append(f"| {row['label']} | {values} | {row['distinct_games']} | {row['wall_s']:.0f} ({row['cpu_s']:.0f}) |")
+    plan = report["plan_length"]
+    summary = (f"{report['split']}: {report['games']} games, the fixed expert's plan length min / median / max "
+               f"{plan['min']} / {plan['median']:g} / {plan['max']}; tasks = env reset seeds {report['seed']}–"
+               f"{report['seed'] + report['tasks'] - 1}, {report['attempts']} attempts. ")
+    return "\n".join(rows + ["", summary + _source("alfworld-difficulty/valid_unseen.json", report["provenance"])])
+def _source_line(path: Path, source: dict[str, Any]) -> str:
+    """``From `FILE`: `command` at commit `...`, load average ... on N CPUs, time.``"""
+    return (f"From `{path.relative_to(REPO).as_posix()}`: `{source.get('command', '?')}` at commit "
+            f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
+            f"load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}.")
+
+
+def chars_per_token_table(path: Path | None = None) -> str:
+    """Per env family: characters per SmolLM2 token of the evaluator's prompts and of TRL turns."""
+    path = path or DATA / "chars-per-token" / "smollm2.json"
+    if not path.is_file():
+        return f"(no results file {path.relative_to(REPO).as_posix()} yet)"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    rows = ["| env | prompt: chars per token | prompt tokens, mean (p95) | TRL turn: chars per token "
+            "| TRL turn tokens, mean (p95) |", "|---|---|---|---|---|"]
+    for family in report["families"]:
+        if "skipped" in family:
+            rows.append(f"| {family['env_id']} | not run here: {family['skipped']} | | | |")
+            continue
+        prompt, turn = family["prompt"], family["trl_turn"]
+        rows.append(f"| {family['env_id']} | {prompt['chars_per_token']:.2f} | {prompt['tokens_per_text_mean']:.0f} "
+                    f"({prompt['tokens_per_text_p95']:.0f}) | {turn['chars_per_token']:.2f} | "
+                    f"{turn['tokens_per_text_mean']:.0f} ({turn['tokens_per_text_p95']:.0f}) |")
+    overall = report["overall_chars_per_token"]
+    rows += ["", f"Across families (min / median / max): prompts {overall['prompt']['min']:.2f} / "
+                 f"{overall['prompt']['median']:.2f} / {overall['prompt']['max']:.2f}, TRL turns "
+                 f"{overall['trl_turn']['min']:.2f} / {overall['trl_turn']['median']:.2f} / "
+                 f"{overall['trl_turn']['max']:.2f} characters per token ({report['episodes']} random episodes "
+                 f"per family at budget {report['budget']}).", _source_line(path, report.get("provenance", {}))]
+    return "\n".join(rows)
+
+
+def trl_turn_length_table(path: Path | None = None) -> str:
+    """ALFWorld turns in a TRL completion, in SmolLM2 tokens: per turn and per episode, random and expert play."""
+    path = path or DATA / "trl-turn-length" / "smollm2.json"
+    if not path.is_file():
+        return f"(no results file {path.relative_to(REPO).as_posix()} yet)"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    rows = ["| commands | episodes × budget | turns | per turn: mean / p95 / max | per episode: mean / max |",
+            "|---|---|---|---|---|"]
+    for row in report["rows"]:
+        unit = row["unit"]
+        rows.append(f"| {row['policy']} | {row['episodes']} × {row['budget']} | {row['turns']} | "
+                    f"{row['per_turn_mean']:.0f} / {row['per_turn_p95']:.0f} / {row['per_turn_max']} {unit} | "
+                    f"{row['per_episode_mean']:.0f} / {row['per_episode_max']} {unit} |")
+    return "\n".join(rows + ["", _source_line(path, report.get("provenance", {}))])
+
+
+def smollm2_adapters_table(folder: Path | None = None) -> str:
+    """SmolLM2 through each adapter: episodes, turns, valid replies, wins, tokens, seconds."""
+    folder = folder or DATA / "smollm2-adapters"
+    paths = sorted(folder.glob("*.json"))
+    if not paths:
+        return f"(no results files under {folder.relative_to(REPO).as_posix()}/ yet)"
+    rows = ["| library | prompt | temperature | episodes | turns | valid replies | won | tokens (prompt + completion) "
+            "| wall s |", "|---|---|---|---|---|---|---|---|---|"]
+    sources = []
+    for path in paths:
+        run = json.loads(path.read_text(encoding="utf-8"))
+        valid = run.get("valid_reply_share")
+        tokens = (f"{run['prompt_tokens']:,} + {run['completion_tokens']:,}"
+                  if run.get("prompt_tokens") is not None else "not reported")
+        prompt = run.get("prompt") or "TRL tool calls"
+        rows.append(f"| {run['library']} | {prompt} | {run['temperature']:g} | {run['episodes']} | {run['turns']} | "
+                    f"{'—' if valid is None else f'{valid:.2f}'} | {run['won']} | {tokens} | {run['seconds']:.0f} |")
+        sources.append(_source_line(path, run.get("provenance", {})))
+    return "\n".join(rows + [""] + sources)
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
     "process-reward-study": process_reward_study_table,
+    "smollm2-eval": smollm2_eval_table,
+    "logprob-kernels-smollm2": logprob_kernels_smollm2_table,
+    "frontier-alfworld": frontier_alfworld_table,
+    "alfworld-equivalence": alfworld_equivalence_table,
+    "webshop-difficulty": webshop_difficulty_table,
+    "webshop-throughput": webshop_throughput_table,
+    "textworld-throughput": textworld_throughput_table,
+    "ray-scaling": ray_scaling_table,
+    "alfworld-bundle": alfworld_bundle_table,
+    "action-rewrites": action_rewrites_table,
+    "action-rewrites-alfworld": lambda: action_rewrites_table("alfworld.json", "another object or receptacle number"),
+    "alfworld-difficulty": alfworld_difficulty_table,
+    "verifiers-concurrency": verifiers_concurrency_table,
+    "chars-per-token": chars_per_token_table,
+    "trl-turn-length": trl_turn_length_table,
+    "smollm2-adapters": smollm2_adapters_table,
 }
 
 

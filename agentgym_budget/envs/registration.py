@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import gymnasium as gym
-from gymnasium.envs.registration import load_env_creator
+from gymnasium.envs.registration import EnvSpec, load_env_creator
 
 from agentgym_budget._optional import is_installed
 from agentgym_budget.text import BUDGET_ID_SUFFIX, family_name
@@ -42,6 +42,7 @@ __all__ = [
     "EnvFamily",
     "MultiAgentFamily",
     "budget_env_id",
+    "env_creator",
     "env_settings",
     "eval_kwargs_of",
     "family_of",
@@ -256,12 +257,26 @@ def env_settings(env_id: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     spec = gym.spec(env_id)
     if spec.entry_point == _BUDGET_ENTRY_POINT:  # an X-Budget-v0 id: the settings of its env
         return env_settings(spec.kwargs["env_id"], kwargs)
-    entry_point = spec.entry_point
     try:
-        creator = load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
+        creator: Callable[..., Any] | None = env_creator(spec)
     except (ImportError, AttributeError):  # a backend whose extra is missing: making it will say so
         creator = None
     return {**plain_defaults(creator), **spec.kwargs, **kwargs}
+
+
+def env_creator(spec: EnvSpec) -> Callable[..., Any]:
+    """The class or function ``spec``'s entry point names (gymnasium takes an ``"module:name"`` string or
+    the callable itself); an error, as ``gym.make`` gives, when it has none.
+
+    Example:
+        >>> import agentgym_budget
+        >>> env_creator(gym.spec("KeyDoor-v0")).__name__
+        'KeyDoorEnv'
+    """
+    entry_point = spec.entry_point
+    if entry_point is None:
+        raise gym.error.Error(f"{spec.id} registered but entry_point is not specified")
+    return load_env_creator(entry_point) if isinstance(entry_point, str) else entry_point
 
 
 def plain_defaults(source: Callable[..., Any] | None) -> dict[str, Any]:

@@ -41,7 +41,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, overload
 
 import gymnasium as gym
 
@@ -292,8 +292,14 @@ class EpisodeRunner:
         self.policy = spec.make_policy()
         self.envs: list[gym.Env] = list(envs or [])
 
+    @overload  # without stop=, every job's record is there
     def run(self, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None,
-            stop: Callable[[], bool] | None = None) -> list[EpisodeRecord]:
+            stop: None = None) -> list[EpisodeRecord]: ...
+    @overload
+    def run(self, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None, *,
+            stop: Callable[[], bool]) -> list[EpisodeRecord | None]: ...
+    def run(self, jobs: Sequence[EpisodeJob], on_record: RecordCallback | None = None,
+            stop: Callable[[], bool] | None = None) -> list[EpisodeRecord] | list[EpisodeRecord | None]:
         """The records of ``jobs`` in their order; ``on_record`` is called as each episode ends.
 
         ``stop``: asked before every round; once it answers true the episodes still running are
@@ -328,7 +334,7 @@ class EpisodeRunner:
             again = [partial(start, index, jobs[index], failures) for index, failures in replay]
             replay.clear()
             play_episodes(self.policy, again, self.spec.concurrency, end, stop)
-        return records  # type: ignore[return-value]  (every slot is filled)
+        return records
 
     def _new_env(self) -> gym.Env:
         env = self.spec.make_env()

@@ -7,7 +7,8 @@ HTML page (``agentgym-budget report``), so every record read back — a line of
 say what each field holds; ranges are :class:`Bounds` in ``Annotated`` hints, and the aliases
 below name the usual ones.  Checked: no unknown key, no missing field that has no default,
 ``bool`` is not an ``int`` (nor an ``int`` a ``bool``), numbers are finite and within their
-bounds, lists and dicts hold what their hints say, nested record classes recursively.  Files are
+bounds, lists and dicts hold what their hints say, nested record classes recursively (a field that
+keeps a nested record as its plain ``dict`` says so with :class:`CheckedAs`).  Files are
 parsed with :func:`parse_json`, which refuses ``NaN`` and ``Infinity`` (Python's ``json`` reads
 them, no JSON standard has them).
 
@@ -43,7 +44,7 @@ from typing import Annotated, Any
 
 from agentgym_budget.wrappers.budget_spec import MAX_BUDGET
 
-__all__ = ["NOT_IN_FILE", "Bit", "Bounds", "Index", "Known", "NonNegative", "Positive", "RecordError", "Ternary",
+__all__ = ["NOT_IN_FILE", "Bit", "Bounds", "CheckedAs", "Index", "Known", "NonNegative", "Positive", "RecordError", "Ternary",
            "Turn", "UnitInterval", "checked", "parse_json"]
 
 
@@ -65,6 +66,15 @@ class Bounds:
         if self.high is None:
             return f" >= {self.low}"
         return f" <= {self.high}" if self.low is None else f" in {self.low}..{self.high}"
+
+
+@dataclass(frozen=True)
+class CheckedAs:
+    """``Annotated`` metadata of a field that keeps a nested record as its file's plain ``dict``: the
+    hint says what the value is (``Annotated[dict[str, Any], CheckedAs(RunConfig)]``), ``record``
+    the record class it is checked against."""
+
+    record: type
 
 
 Index = Annotated[int, Bounds(0)]  #: a task, attempt, seed or count: >= 0
@@ -128,6 +138,8 @@ def _check(hint: Any, value: Any, path: str) -> Any:
         return value
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Annotated:
+        if isinstance(args[1], CheckedAs):
+            return _check(args[1].record, value, path)
         return _check_bounded(args[0], args[1], value, path)
     if origin in (typing.Union, types.UnionType):
         return _check_union(hint, args, value, path)
@@ -139,7 +151,7 @@ def _check(hint: Any, value: Any, path: str) -> Any:
         if not isinstance(value, dict):
             raise _wrong(hint, value, path)
         return {key: _check(args[1], item, f"{path}.{key}") for key, item in value.items()}
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         try:
             return checked(hint, value)
         except RecordError as e:
@@ -197,6 +209,8 @@ def _wrong(hint: Any, value: Any, path: str) -> RecordError:
 def _describe(hint: Any) -> str:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if origin is Annotated:
+        if isinstance(args[1], CheckedAs):
+            return _describe(args[1].record)
         return _describe(args[0]) + args[1].text()
     if origin in (typing.Union, types.UnionType):
         return " or ".join(_describe(arg) for arg in args)

@@ -204,7 +204,7 @@ def _cell_text(d: PairedDifference) -> str:
     def short(x: float) -> str:  # "+.08": the grid has five columns in 80 characters
         return f"{x:+.2f}".replace("0.", ".", 1)
 
-    ci = "no CI" if d.ci_low is None else f"[{short(d.ci_low)},{short(d.ci_high)}]"
+    ci = "no CI" if d.ci_low is None or d.ci_high is None else f"[{short(d.ci_low)},{short(d.ci_high)}]"
     return f"{d.diff:+.3f}{'*' if d.significant else ' '}\n[dim]{ci}[/dim]"
 
 
@@ -216,7 +216,7 @@ def compare_results(a: PassKTResult, b: PassKTResult, *, resamples: int = 1000, 
     if not ks:
         raise IncomparableResults(f"the results share no K: {list(a.ks)} vs {list(b.ks)}")
     ones = np.ones(a.n_tasks)
-    options = {"resamples": resamples, "level": level, "seed": seed}
+    options: dict[str, Any] = {"resamples": resamples, "level": level, "seed": seed}
     passkt = {
         (k, t): paired_bootstrap(a.grid.per_task[a.ks.index(k), j], ones, b.grid.per_task[b.ks.index(k), j], ones,
                                  **options)

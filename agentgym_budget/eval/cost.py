@@ -151,10 +151,12 @@ def _tokens_within(record: EpisodeRecord, t: int, whole: bool) -> float:
         return float(record.prompt_tokens + record.completion_tokens)
     if record.transcript is None:
         return np.nan
-    counts = [(turn.get("prompt_tokens"), turn.get("completion_tokens")) for turn in record.transcript[:t]]
-    if len(counts) < min(record.turns, t) or any(p is None or c is None for p, c in counts):
+    turns = record.transcript[:t]
+    counts = [(turn.get("prompt_tokens"), turn.get("completion_tokens")) for turn in turns]
+    known = [p + c for p, c in counts if p is not None and c is not None]
+    if len(turns) < min(record.turns, t) or len(known) < len(turns):
         return np.nan
-    return float(sum(p + c for p, c in counts))
+    return float(sum(known))
 
 
 def cell_costs(costs: AttemptCosts, ks: Sequence[int], kind: str, strategy: str) -> np.ndarray:

@@ -173,6 +173,7 @@ def plan_evaluation(config: EvalConfig | str | None = None, policy: str | Policy
     policy_obj = build_policy(config.policy, config.policy_kwargs) if isinstance(config.policy, str) else config.policy
     show_budget = shows_budget(config.env_id, env_kwargs)
     mode = resolve_mode(config.mode, show_budget, bool(getattr(policy_obj, "reads_budget", True)))
+    assert config.attempts is not None  # EvalConfig.__post_init__ resolves None to max(ks)
     return EvaluationPlan(config=config, policy_obj=policy_obj, env_kwargs=env_kwargs, mode=mode,
                           show_budget=show_budget, jobs=tuple(build_jobs(config.tasks, config.attempts, config.ts, mode)))
 
@@ -240,6 +241,7 @@ def run_evaluation(plan: EvaluationPlan, *, executor: Executor | None = None,
                                 bootstrap=config.bootstrap, ci_level=config.ci_level, seed=plan.config.seed)
     metrics_seconds = time.perf_counter() - start
     successes = success_counts(records, plan.config.ts, plan.config.tasks)
+    assert plan.config.attempts is not None  # EvalConfig.__post_init__ resolves None to max(ks)
     grid = passkt_grid(successes, plan.config.attempts, plan.config.ks, plan.config.ts, bootstrap=config.bootstrap,
                        ci_level=config.ci_level, seed=plan.config.seed)
     recorded = {"env_kwargs": _jsonable(plan.env_kwargs),
@@ -363,6 +365,7 @@ def _run_missing(plan: EvaluationPlan, spec: RolloutSpec, executor: Executor, lo
 def _assemble_result(plan: EvaluationPlan, records: Sequence[EpisodeRecord], successes: np.ndarray, grid: Any,
                      metrics: dict[str, Any], config: dict[str, Any], timing: dict[str, Any],
                      usage: dict[str, Any]) -> PassKTResult:
+    assert plan.config.attempts is not None  # EvalConfig.__post_init__ resolves None to max(ks)
     plan_lengths = [-1] * plan.config.tasks
     if metrics["plan_lengths_known"]:
         for record in records:

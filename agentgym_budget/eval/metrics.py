@@ -214,9 +214,9 @@ def resilience(
         if episodes[i].any()
     }
     longest = max((r.budget for r in records), default=0)
-    won = [r for r in records if r.budget == longest and r.won]
-    counts = np.bincount([_quarter(r.won_turn, r.budget) for r in won], minlength=4)
-    overheads = [r.won_turn / r.plan_length for r in won if r.plan_length > 0]
+    won = [(r.won_turn, r.plan_length) for r in records if r.budget == longest and r.won_turn is not None]
+    counts = np.bincount([_quarter(turn, longest) for turn, _ in won], minlength=4)
+    overheads = [turn / plan_length for turn, plan_length in won if plan_length > 0]
     return {
         "by_plan_length": by_plan_length,
         "success_turn_fraction": {
@@ -293,11 +293,14 @@ def task_terms(
         times = _recovery_times(errors, on_plan)
         add("recovered_fraction", r.task, len(times), len(errors))
         add("mean_turns_to_recover", r.task, sum(times), len(times))
-        won = r.won_turn is not None
-        add("mean_turns_per_plan_step", r.task, r.won_turn / r.plan_length if won and r.plan_length > 0 else 0,
-            int(won and r.plan_length > 0))
+        won_turn = r.won_turn
+        if won_turn is not None and r.plan_length > 0:
+            add("mean_turns_per_plan_step", r.task, won_turn / r.plan_length, 1)
+        else:
+            add("mean_turns_per_plan_step", r.task, 0, 0)
+        quarter = None if won_turn is None else _quarter(won_turn, r.budget)
         for q, label in enumerate(_QUARTERS):
-            add(f"success_turn_fraction.{label}", r.task, int(won and _quarter(r.won_turn, r.budget) == q), int(won))
+            add(f"success_turn_fraction.{label}", r.task, int(quarter == q), int(won_turn is not None))
     order = [_bucket_label(e, plan_edges) for e in [*plan_edges, plan_edges[-1] + 1]] + ["unknown"]
     chosen = {t: records_for_budget(records, t) for t in ts}
     present = {_bucket_label(r.plan_length, plan_edges) for t in ts for r in chosen[t]}

@@ -38,6 +38,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -226,7 +227,7 @@ def run_probes(env_id: str, policy: str | Policy, probes: Sequence[Probe], env_k
         free.append(episode.env)
 
     try:
-        play_episodes(policy_obj, [lambda i=i, p=p: start(i, p) for i, p in enumerate(probes)], concurrency, end)
+        play_episodes(policy_obj, [partial(start, i, p) for i, p in enumerate(probes)], concurrency, end)
     finally:
         for env in envs:
             env.close()

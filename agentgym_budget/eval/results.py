@@ -22,18 +22,18 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Sized
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 
 from agentgym_budget.eval.cost import AttemptCosts
 from agentgym_budget.eval.frontier import FRONTIER_FILE, Frontier, frontier_of
 from agentgym_budget.eval.passkt import PassKTGrid, passkt_grid
-from agentgym_budget.episodes.schema import (Bit, Index, Known, NonNegative, Positive, RecordError, Turn,
-                                             UnitInterval, checked, parse_json)
+from agentgym_budget.episodes.schema import (Bit, CheckedAs, Index, Known, NonNegative, Positive, RecordError,
+                                             Turn, UnitInterval, checked, parse_json)
 
 __all__ = ["AttemptCostsFile", "PassKTFile", "PassKTResult", "RunConfig", "difference", "grid_table", "number_text"]
 
@@ -341,11 +341,12 @@ class PassKTFile:
     plan_lengths: list[Known]
     task_games: list[str] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
-    config: RunConfig = field(default_factory=dict)  # type: ignore[assignment]  # kept as the file's dict
+    config: Annotated[dict[str, Any], CheckedAs(RunConfig)] = field(default_factory=dict)
     timing: dict[str, NonNegative] = field(default_factory=dict)
     usage: dict[str, Index | None] = field(default_factory=dict)
-    # absent in files before it; no '| None': a union would hide which value is wrong.  Kept as the file's dict.
-    attempt_costs: AttemptCostsFile = None  # type: ignore[assignment]
+    # absent in files before it (None); in a file, checked as an AttemptCostsFile alone (not '| None': a union
+    # would hide which value is wrong)
+    attempt_costs: Annotated[dict[str, Any] | None, CheckedAs(AttemptCostsFile)] = None
 
     @classmethod
     def read(cls, data: Any) -> PassKTFile:
@@ -354,8 +355,9 @@ class PassKTFile:
         if not file.ks or not file.ts:
             raise RecordError(f"the grid needs at least one K and one T, got ks={file.ks}, ts={file.ts}")
         k, t = len(file.ks), len(file.ts)
-        shapes = {"pass": (file.pass_, k, t), "stderr": (file.stderr, k, t), "ci_low": (file.ci_low, k, t),
-                  "ci_high": (file.ci_high, k, t), "successes": (file.successes, t, file.tasks)}
+        shapes: dict[str, tuple[Sequence[Sized], int, int]] = {
+            "pass": (file.pass_, k, t), "stderr": (file.stderr, k, t), "ci_low": (file.ci_low, k, t),
+            "ci_high": (file.ci_high, k, t), "successes": (file.successes, t, file.tasks)}
         for key, (rows, n_rows, n_columns) in shapes.items():
             if len(rows) != n_rows or any(len(row) != n_columns for row in rows):
                 raise RecordError(f"{key}: expected {n_rows} rows of {n_columns} values (K {k}, T {t}, "
@@ -367,7 +369,7 @@ class PassKTFile:
         if any(n > file.attempts for row in file.successes for n in row):
             raise RecordError(f"successes: more than the {file.attempts} attempts per task")
         if file.attempt_costs is not None:
-            _check_costs(file.attempt_costs, file)  # type: ignore[arg-type]  # the checked dict
+            _check_costs(file.attempt_costs, file)
         return file
 
 

@@ -14,6 +14,8 @@ budgeted episode held for APIs that are not Gymnasium's):
 * :mod:`agentgym_budget.integrations.verifiers_env` — a verifiers ``MultiTurnEnv`` (extra ``verifiers``).
 * :mod:`agentgym_budget.integrations.skyrl` — SkyRL-gym ``BaseTextEnv`` and registry (extra ``skyrl``).
 * :mod:`agentgym_budget.integrations.openenv_env` — served over OpenEnv's HTTP/WebSocket server (extra ``openenv``).
+* :mod:`agentgym_budget.integrations.verl_agent_loop` — a verl agent loop (extra ``verl``, in a venv of its own);
+  :mod:`agentgym_budget.integrations.verl_dataset` writes its parquet rows (no verl needed).
 
 The multi-agent household env itself is an environment: :mod:`agentgym_budget.envs.household`.
 """

@@ -202,13 +202,15 @@ class DiscreteCommands(gym.Wrapper[np.ndarray, np.int64, str, str], gym.utils.Re
 
     def reset(self, *, seed: int | None = None, options: dict[str, Any] | None = None) -> tuple[np.ndarray, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
-        return self._observe(obs, info)
+        # gymnasium annotates Wrapper.env as Env[WrapperObsType, WrapperActType] (this wrapper's own types,
+        # ndarray/int64); the env it wraps is Env[ObsType, ActType] (text: str/str)
+        return self._observe(obs, info)  # type: ignore[arg-type]  # a str: see above
 
     def step(self, action: Any) -> tuple[np.ndarray, SupportsFloat, bool, bool, dict[str, Any]]:
         command = self.features.command(int(action), self._info)
-        obs, reward, terminated, truncated, info = self.env.step(command)
+        obs, reward, terminated, truncated, info = self.env.step(command)  # type: ignore[arg-type]  # see reset
         info["command"] = command
-        features, info = self._observe(obs, info)
+        features, info = self._observe(obs, info)  # type: ignore[arg-type]  # a str: see reset
         return features, reward, terminated, truncated, info
 
     def action_masks(self) -> np.ndarray:

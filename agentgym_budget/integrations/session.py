@@ -80,10 +80,11 @@ Example:
 from __future__ import annotations
 
 import functools
+import inspect
 import json
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -91,14 +92,16 @@ import gymnasium as gym
 from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.episodes.outcome import episode_over
-from agentgym_budget.policies.prompting import turn_message
+from agentgym_budget.policies.chat import Message
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, Example, chat_messages, turn_message
 from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 __all__ = [
-    "ARGUMENT_ERRORS", "BudgetSession", "EnvTimeout", "EpisodeOver", "ReplayDiverged", "SharedProgress", "Wrapper",
-    "call_with_deadline", "end_text", "format_turn", "json_safe",
+    "ARGUMENT_ERRORS", "BudgetSession", "EnvTimeout", "EpisodeOver", "ProgressCounters", "ReplayDiverged",
+    "SharedProgress", "Wrapper", "call_with_deadline", "end_text", "format_turn", "json_safe", "opening_messages",
+    "process_reward_wrapper",
 ]
 
 #: Something that wraps an env (e.g. ``lambda env: ProcessReward(env, "subgoal", 0.1)``).
@@ -156,6 +159,64 @@ class SharedProgress:
             before = self.value
             self.value += amount
             return before
+
+
+class ProgressCounters:
+    """:class:`SharedProgress` counters by key, for an adapter whose library makes a fresh env per episode.
+
+    SkyRL and verl build a new env (and a new agent loop) for every trajectory and pass no progress,
+    so a curriculum would stay at its start.  The adapter keeps one counter per env config in its
+    process (:meth:`key` of the env id and config), and every session of that config counts on it.
+    Thread-safe.
+
+    >>> counters = ProgressCounters()
+    >>> key = ProgressCounters.key("KeyDoor-Budget-v0", {"budget": "curriculum:6->2@2"})
+    >>> counters.get(key) is counters.get(key), counters.get(key).value
+    (True, 0.0)
+    """
+
+    def __init__(self) -> None:
+        self._counters: dict[str, SharedProgress] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(env_id: str, config: Mapping[str, Any]) -> str:
+        """The counter's key: envs made from equal configs share a curriculum (independent of key order)."""
+        return json.dumps({**config, "env_id": env_id}, sort_keys=True, default=str)
+
+    def get(self, key: str) -> SharedProgress:
+        """The counter of ``key`` (made at 0 on first use)."""
+        with self._lock:
+            return self._counters.setdefault(key, SharedProgress())
+
+    def clear(self) -> None:
+        """Start every counter again at 0 (a new training run in the same process)."""
+        with self._lock:
+            self._counters.clear()
+
+
+def process_reward_wrapper(setting: str | Mapping[str, Any], where: str = "config") -> Wrapper:
+    """A :class:`~agentgym_budget.wrappers.ProcessReward` wrapper from a config value: a signal name, or a
+    mapping of its keyword arguments (``{"signal": "subgoal", "coef": 0.1}``); a wrong argument is a one-line
+    ``ValueError`` starting with ``where`` (for adapters whose library passes the env a config, not wrappers).
+
+    >>> import agentgym_budget
+    >>> wrap = process_reward_wrapper({"signal": "invalid_penalty", "coef": 0.5})
+    >>> type(wrap(make_budget_env("KeyDoor-Budget-v0", 3))).__name__
+    'ProcessReward'
+    >>> process_reward_wrapper({"signal": "subgoal", "coeff": 1}, "env_config")
+    Traceback (most recent call last):
+    ...
+    ValueError: env_config process_reward: got an unexpected keyword argument 'coeff'
+    """
+    from agentgym_budget.wrappers import ProcessReward
+
+    kwargs = {"signal": setting} if isinstance(setting, str) else dict(setting)
+    try:
+        inspect.signature(ProcessReward).bind(None, **kwargs)
+    except TypeError as error:
+        raise ValueError(f"{where} process_reward: {error}") from None
+    return lambda env: ProcessReward(env, **kwargs)
 
 
 class BudgetSession:
@@ -454,6 +515,29 @@ def format_turn(session: BudgetSession, list_commands: bool = True) -> str:
     if session.done:
         text += "\n\n" + end_text(session)
     return text
+
+
+def opening_messages(session: BudgetSession, system_prompt: str = SYSTEM_PROMPT, examples: Sequence[Example] = (),
+                     list_commands: bool = True) -> list[Message]:
+    """The conversation's opening as the evaluator writes it: the system message with the task, then
+    (few-shot) the worked ``examples``, then the first turn's user message (:func:`format_turn`).
+
+    :func:`~agentgym_budget.policies.prompting.chat_messages` lays it out, as for
+    ``LLMPolicy``: with examples, the first user message opens with this episode's task line.
+    ``examples``: :func:`~agentgym_budget.policies.few_shot.few_shot_examples` of the adapter's
+    ``few_shot_env`` (``()``: zero-shot, the system message and the first turn only).
+
+    >>> import agentgym_budget
+    >>> session = BudgetSession("KeyDoor-Budget-v0", budget=3)
+    >>> _ = session.reset(seed=0, options={"task": "red-blue"})
+    >>> [m["role"] for m in opening_messages(session)]
+    ['system', 'user']
+    >>> shots = [("open the red door", [("Observation: a hall", "Action: take key")])]
+    >>> [m["role"] for m in opening_messages(session, examples=shots)]
+    ['system', 'user', 'assistant', 'user']
+    """
+    return chat_messages(str(session.info.get("task", "")), [(format_turn(session, list_commands), None)],
+                         system_prompt=system_prompt, examples=examples)
 
 
 def end_text(session: BudgetSession) -> str:

@@ -8,7 +8,9 @@ env_config=..., extras=...)``, ``init(prompt)``, ``step(llm_output)`` until ``do
 
 * ``env_config`` (SkyRL's per-env-class config, a mapping or ``DictConfig``): ``budget`` (any
   budget spec; default: the id's), ``action_matching`` (``exact``, the default, or ``fuzzy``: see
-  below), ``list_commands``, ``system_prompt``, ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
+  below), ``list_commands``, ``system_prompt``, ``few_shot_env`` / ``few_shot_seed`` /
+  ``few_shot_candidates`` (as ``LLMPolicy``'s: the evaluator's worked example before the first
+  turn), ``process_reward`` (a :class:`~agentgym_budget.wrappers.ProcessReward`
   on top: a signal name, or a mapping of its arguments such as ``{signal: subgoal, coef: 0.1}``),
   ``step_timeout_s`` (a deadline per env call: a hung env is a fault, see below),
   the ``TurnBudget`` options (``show_budget``, ``budget_template``, a curriculum's
@@ -82,18 +84,17 @@ Example:
 from __future__ import annotations
 
 import inspect
-import json
-import threading
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import gymnasium as gym
 
 from agentgym_budget._optional import require
-from agentgym_budget.envs.registration import FAMILIES
-from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn
-from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action, system_message
-from agentgym_budget.wrappers import ProcessReward
+from agentgym_budget.envs.registration import FAMILIES, env_creator
+from agentgym_budget.integrations.session import (
+    BudgetSession, ProgressCounters, SharedProgress, Wrapper, format_turn, opening_messages, process_reward_wrapper)
+from agentgym_budget.policies.few_shot import few_shot_examples
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action
 from agentgym_budget.wrappers.budget import BUDGET_OPTIONS
 
 _WHAT = "the SkyRL-gym adapter"
@@ -105,10 +106,9 @@ __all__ = ["SkyRLBudgetEnv", "register_skyrl_envs", "reset_shared_progress", "sh
 
 #: ``env_config`` keys this adapter reads itself (the rest go to ``make_budget_env``).
 ADAPTER_KEYS = frozenset({"env_id", "budget", "action_matching", "list_commands", "process_reward",
-                          "step_timeout_s", "system_prompt"})
+                          "step_timeout_s", "system_prompt", "few_shot_env", "few_shot_seed", "few_shot_candidates"})
 
-_progress: dict[str, SharedProgress] = {}  # shared_progress's counters, by _progress_key
-_progress_lock = threading.Lock()  # guards the dict: SkyRL may init envs from an executor's threads
+_progress = ProgressCounters()  # shared_progress's counters (thread-safe: SkyRL may init envs from an executor's threads)
 
 
 class SkyRLBudgetEnv(BaseTextEnv):
@@ -137,9 +137,11 @@ class SkyRLBudgetEnv(BaseTextEnv):
         self.list_commands = bool(config.pop("list_commands", True))
         self.system_prompt = str(config.pop("system_prompt", SYSTEM_PROMPT))
         self.action_matching = check_matching(config.pop("action_matching", "exact"))
+        self.examples = few_shot_examples(config.pop("few_shot_env", None), config.pop("few_shot_seed", 0),
+                                          config.pop("few_shot_candidates", 1), list_commands=self.list_commands)
         process_reward = config.pop("process_reward", None)
         if process_reward is not None:
-            wrappers = [*wrappers, _process_reward_wrapper(process_reward)]
+            wrappers = [*wrappers, process_reward_wrapper(process_reward, "env_config")]
         # SkyRL makes a fresh env per trajectory: the session counts its curriculum on this config's
         # process-wide counter (an extras["progress"] passed to reset still wins)
         self.session = BudgetSession(env_id, budget, wrappers=wrappers, shared_progress=_counter(self.progress_key),
@@ -152,17 +154,18 @@ class SkyRLBudgetEnv(BaseTextEnv):
 
         A prompt without a system message gets the one the evaluator and the trainer write (the
         instructions, ``env_config["system_prompt"]``, then the task); a dataset's own is kept.
+        With ``env_config["few_shot_env"]`` the evaluator's worked example comes before the first turn.
         """
         options = self.extras.get("options")
         progress = self.extras.get("progress")  # SkyRL passes none: the shared counter (module docstring)
         self.turns = 0
         self.session.reset(seed=self.extras.get("seed"), budget=self.extras.get("budget"), options=options,
                            progress=progress)
-        first = {"role": "user", "content": format_turn(self.session, self.list_commands)}
+        system, *opening = opening_messages(self.session, self.system_prompt, self.examples, self.list_commands)
         prompt = list(prompt)
         if not any(message.get("role") == "system" for message in prompt):
-            prompt.insert(0, dict(system_message(str(self.session.info.get("task", "")), self.system_prompt)))
-        return [*prompt, first], self._metadata()
+            prompt.insert(0, dict(system))
+        return [*prompt, *(dict(message) for message in opening)], self._metadata()
 
     def step(self, action: str) -> BaseTextEnvStepOutput:
         """Play the command in ``action`` (the model's reply); the next observation, reward, done."""
@@ -209,18 +212,15 @@ def shared_progress(env_id: str, env_config: Mapping[str, Any] | None = None) ->
 
 def reset_shared_progress() -> None:
     """Start every :func:`shared_progress` counter again at 0 (a new training run in the same process)."""
-    with _progress_lock:
-        _progress.clear()
+    _progress.clear()
 
 
 def _counter(key: str) -> SharedProgress:
-    with _progress_lock:
-        return _progress.setdefault(key, SharedProgress())
+    return _progress.get(key)
 
 
 def _progress_key(env_id: str, config: Mapping[str, Any]) -> str:
-    # envs made from equal configs share a curriculum; json makes the key independent of key order
-    return json.dumps({**config, "env_id": env_id}, sort_keys=True, default=str)
+    return ProgressCounters.key(env_id, config)
 
 
 def _check_keys(env_id: str, config: Mapping[str, Any]) -> None:
@@ -239,20 +239,10 @@ def _env_keywords(env_id: str) -> frozenset[str] | None:
     spec = gym.spec(env_id)
     if "env_id" in spec.kwargs:  # an X-Budget-v0 id: make_budget_env of its base id
         spec = gym.spec(spec.kwargs["env_id"])
-    parameters = inspect.signature(gym.envs.registration.load_env_creator(spec.entry_point)).parameters.values()
+    parameters = inspect.signature(env_creator(spec)).parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
         return None
     return frozenset(p.name for p in parameters) - {"self"}
-
-
-def _process_reward_wrapper(setting: str | Mapping[str, Any]) -> Wrapper:
-    """``env_config["process_reward"]`` (a signal name or ProcessReward's keyword arguments) as a wrapper."""
-    kwargs = {"signal": setting} if isinstance(setting, str) else _plain(setting)
-    try:
-        inspect.signature(ProcessReward).bind(None, **kwargs)
-    except TypeError as error:
-        raise ValueError(f"env_config process_reward: {error}") from None
-    return lambda env: ProcessReward(env, **kwargs)
 
 
 def _plain(config: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -262,5 +252,6 @@ def _plain(config: Mapping[str, Any] | None) -> dict[str, Any]:
     from omegaconf import DictConfig, OmegaConf  # a skyrl-gym dependency
 
     if isinstance(config, DictConfig):
-        return dict(OmegaConf.to_container(config, resolve=True))
+        # to_container's type covers every container it converts; a DictConfig becomes a dict
+        return dict(cast("dict[str, Any]", OmegaConf.to_container(config, resolve=True)))
     return dict(config)

@@ -148,24 +148,39 @@ def episode_reward(environments: Sequence[BudgetToolEnv], log_extra: Callable[[s
     return [None if s["failed"] else float(s["return"]) for s in summaries]
 
 
-def chatml_tool_tokenizer(tokenizer: Any, model: Any = None) -> Any:
+def chatml_tool_tokenizer(tokenizer: Any, model: Any = None, *, tool_call_tokens: bool | None = None) -> Any:
     """Give ``tokenizer`` TRL's Qwen2.5 chat template (tool calls in ``<tool_call>`` tags) and its tokens.
 
-    For tokenizers without a chat template (a tokenizer trained from scratch, like
-    :func:`~agentgym_budget.policies.tiny_model.tiny_model_and_tokenizer`'s): adds ``<|im_start|>``,
-    ``<|im_end|>`` (special) and ``<tool_call>``, ``</tool_call>`` as tokens, makes ``<|im_end|>`` the
-    end of a turn (``eos_token``) and, given ``model``, resizes its embeddings.  Because the
-    template is TRL's own, TRL recognises it and parses the model's tool calls.  Returns ``tokenizer``.
+    For tokenizers whose chat template has no tool syntax (TRL refuses them: "The provided chat
+    template does not support tool calling"): a tokenizer trained from scratch, like
+    :func:`~agentgym_budget.policies.tiny_model.tiny_model_and_tokenizer`'s, or a ChatML chat model
+    without tools, like SmolLM2-135M-Instruct (``model="smollm2"``).  Adds ``<|im_start|>`` and
+    ``<|im_end|>`` (special) where the vocabulary lacks them, makes ``<|im_end|>`` the end of a turn
+    (``eos_token``) and, given ``model``, resizes its embeddings when tokens were added.  Because
+    the template is TRL's own, TRL recognises it and parses the model's tool calls.
+
+    ``tool_call_tokens``: also add ``<tool_call>``, ``</tool_call>`` as tokens (as Qwen2.5's
+    tokenizer has them).  ``None`` (default): only for a tokenizer that had no chat template — a
+    pretrained chat model keeps its vocabulary and writes the tags as text (new tokens would start
+    as untrained embeddings it never emits).  Returns ``tokenizer``.
     """
     chat_template_utils = require("trl.chat_template_utils", "trl", _WHAT)
-    tokenizer.add_special_tokens({"additional_special_tokens": ["<|im_start|>", "<|im_end|>"]})
-    tokenizer.add_tokens(["<tool_call>", "</tool_call>"])  # plain added tokens, as in Qwen2.5's tokenizer
+    if tool_call_tokens is None:
+        tool_call_tokens = not getattr(tokenizer, "chat_template", None)
+    vocabulary = tokenizer.get_vocab()
+    missing = [token for token in ("<|im_start|>", "<|im_end|>") if token not in vocabulary]
+    before = len(tokenizer)
+    if missing:
+        tokenizer.add_special_tokens({"additional_special_tokens": missing})
+    if tool_call_tokens:
+        tokenizer.add_tokens(["<tool_call>", "</tool_call>"])  # plain added tokens, as in Qwen2.5's tokenizer
     tokenizer.chat_template = chat_template_utils.qwen2_5_chat_template
     tokenizer.eos_token = "<|im_end|>"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     if model is not None:
-        model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
+        if len(tokenizer) != before:
+            model.resize_token_embeddings(len(tokenizer), mean_resizing=False)
         model.config.eos_token_id = tokenizer.eos_token_id
         if getattr(model, "generation_config", None) is not None:
             model.generation_config.eos_token_id = tokenizer.eos_token_id

@@ -11,7 +11,8 @@
   evaluator and the trainer render them
   (:func:`~agentgym_budget.policies.prompting.system_message`,
   :func:`~agentgym_budget.policies.prompting.turn_message`: the observation, with
-  ``show_budget=True`` the remaining budget, the admissible commands);
+  ``show_budget=True`` the remaining budget, the admissible commands); with ``few_shot_env=`` the
+  evaluator's worked example comes between them (:func:`~agentgym_budget.integrations.session.opening_messages`);
 * ``env_response`` reads the command from the model's reply (``Action: <command>``,
   :func:`~agentgym_budget.policies.prompting.parse_action`: played as written, in the admissible
   spelling when it is one up to case, whitespace and trailing punctuation; near misses only with
@@ -51,16 +52,20 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from agentgym_budget._optional import require
-from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn
-from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action, system_message
+from agentgym_budget.integrations.session import BudgetSession, SharedProgress, Wrapper, format_turn, opening_messages
+from agentgym_budget.policies.few_shot import few_shot_examples
+from agentgym_budget.policies.prompting import SYSTEM_PROMPT, check_matching, parse_action
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 _WHAT = "the verifiers adapter"
-vf = require("verifiers", "verifiers", _WHAT)
+require("verifiers", "verifiers", _WHAT)  # a missing extra: one line naming it
+import verifiers as vf  # noqa: E402  (imported by name, so that the annotations vf.State, vf.Messages resolve)
+
 datasets = require("datasets", "verifiers", _WHAT)
 
 __all__ = ["BudgetMultiTurnEnv", "StrictServerClient"]
 
+_MESSAGE_TYPES = {"user": vf.UserMessage, "assistant": vf.AssistantMessage}
 _METRICS = ("budget", "turns", "won", "terminated", "truncated", "failed", "env_failures")
 #: ``vf.MultiTurnEnv`` arguments the adapter sets itself, and what to pass instead.
 _OWN_ARGUMENTS = {
@@ -82,15 +87,23 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         action_matching: ``"exact"`` (default) or ``"fuzzy"``, as
             :func:`~agentgym_budget.policies.prompting.parse_action`'s ``matching``.  Keep ``exact``
             to train on the rollouts: the loss must score the tokens that determined the action.
+        few_shot_env, few_shot_seed, few_shot_candidates: as ``LLMPolicy``'s (``eval --policy-arg
+            few_shot_env=...``): a worked expert episode of this env id's training split after the
+            system message, the same example the evaluator shows
+            (:func:`~agentgym_budget.policies.few_shot.few_shot_examples`); ``None``: zero-shot.
         vf_kwargs: passed to ``vf.MultiTurnEnv`` (``timeout_seconds``, ``max_seq_len``, ...; not
             ``dataset``, ``eval_dataset``, ``max_turns``: see the module docstring).
     """
 
     def __init__(self, env_id: str, budget: BudgetSpec | None = None, *, num_examples: int = 20, first_seed: int = 0,
                  system_prompt: str = SYSTEM_PROMPT, list_commands: bool = True, wrappers: Iterable[Wrapper] = (),
-                 env_kwargs: dict[str, Any] | None = None, action_matching: str = "exact", **vf_kwargs: Any) -> None:
+                 env_kwargs: dict[str, Any] | None = None, action_matching: str = "exact",
+                 few_shot_env: str | None = None, few_shot_seed: int = 0, few_shot_candidates: int = 1,
+                 **vf_kwargs: Any) -> None:
         _refuse_own_arguments(vf_kwargs)
         self.action_matching = check_matching(action_matching)
+        self.examples = few_shot_examples(few_shot_env, few_shot_seed, few_shot_candidates,
+                                          list_commands=list_commands)
         self.budget_env_id, self.budget_spec = env_id, budget
         self.wrappers, self.env_kwargs, self.list_commands = tuple(wrappers), dict(env_kwargs or {}), list_commands
         rows = [{"question": "", "answer": "", "info": {"seed": first_seed + i}}
@@ -112,11 +125,12 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         prompt = list(state["prompt"])
         if prompt and _role(prompt[-1]) == "user" and not _content(prompt[-1]):
             prompt = prompt[:-1]  # the dataset's empty question: the observation is the question
+        # the system message with the task (known once the episode is made), the few-shot example, the
+        # first turn: the policy path's opening
+        system, *opening = opening_messages(session, self.system_prompt, self.examples, self.list_commands)
         if prompt and _role(prompt[0]) == "system" and _content(prompt[0]) == self.system_prompt:
-            # the task is known once the episode is made: the system message the policy path writes
-            prompt[0] = vf.SystemMessage(
-                content=system_message(str(session.info.get("task", "")), self.system_prompt)["content"])
-        state["prompt"] = [*prompt, vf.UserMessage(content=format_turn(session, self.list_commands))]
+            prompt[0] = vf.SystemMessage(content=system["content"])
+        state["prompt"] = [*prompt, *(_MESSAGE_TYPES[m["role"]](content=m["content"]) for m in opening)]
         state["episode"] = session.summary()
         _raise_if_failed(session)
         return state

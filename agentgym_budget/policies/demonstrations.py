@@ -58,10 +58,15 @@ TRAINING_SPLIT = "train"
 
 @dataclass(frozen=True)
 class Demonstration:
-    """One turn to clone: the prompt as the LLM policy renders it, and the reply to learn (no end-of-turn token)."""
+    """One turn to clone: the prompt as the LLM policy renders it, and the reply to learn (no end-of-turn token).
+
+    ``task``: the episode's (``info["task"]``); ``won``: the env reported the win after this reply.
+    """
 
     messages: list[Message]
     reply: str
+    task: str = ""
+    won: bool = False
 
 
 def training_env_kwargs(env_id: str, env_kwargs: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -185,10 +190,12 @@ class _Recorder:
     def __init__(self, turns: list[Demonstration], env: gym.Env, policy: _Demonstrator, seed: int) -> None:
         self.turns, self.env, self.state, self.done = turns, env, policy.start(seed), False
         self.obs, self.info = env.reset(seed=seed)
+        self.task = str(self.info.get("task", ""))
 
     def step(self, reply: PolicyReply) -> None:
         messages = cast(_Completion, reply.completion).messages  # the scripted backend's completion
         shown = self.state.llm.history[-1][1]  # the reply as the LLM policy recorded it for later turns
-        self.turns.append(Demonstration(messages, shown))
         self.obs, _, terminated, truncated, self.info = self.env.step(reply.action)
-        self.done = episode_over(terminated, truncated, bool(self.info.get("won")), stop_at_win=True)
+        won = bool(self.info.get("won"))
+        self.turns.append(Demonstration(messages, shown, self.task, won))
+        self.done = episode_over(terminated, truncated, won, stop_at_win=True)

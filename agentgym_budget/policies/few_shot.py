@@ -1,7 +1,9 @@
 """Worked examples for a few-shot prompt: a training-split episode played by the env's expert.
 
 :func:`expert_example` plays ``info["expert_action"]`` on an env of the family made with
-``split="train"`` (never the evaluation split) and renders each turn with the one renderer
+``split="train"`` (never the evaluation split) through
+:func:`~agentgym_budget.policies.demonstrations.play_demonstrations` (the expert demonstrations the
+SFT stage clones), so each turn is rendered by the one renderer
 (:func:`~agentgym_budget.policies.prompting.turn_message`); the replies are ``Action: <command>``.
 :class:`~agentgym_budget.policies.llm.LLMPolicy` (``few_shot_env=``) puts the result after
 the system message (:func:`~agentgym_budget.policies.prompting.chat_messages`).
@@ -18,14 +20,32 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import gymnasium as gym
+from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.policies.prompting import Example
 
-from agentgym_budget.policies.prompting import Example, turn_message
-
-__all__ = ["EXAMPLE_SPLIT", "expert_example"]
+__all__ = ["EXAMPLE_SPLIT", "expert_example", "few_shot_examples"]
 
 #: The split every worked example is drawn from.
 EXAMPLE_SPLIT = "train"
+
+
+def few_shot_examples(few_shot_env: str | None, few_shot_seed: int = 0, few_shot_candidates: int = 1, *,
+                      list_commands: bool = True) -> tuple[Example, ...]:
+    """The worked examples of a ``few_shot_env`` setting: ``()`` for ``None`` (zero-shot), else its :func:`expert_example`.
+
+    What every path that takes the option reads (``LLMPolicy(few_shot_env=...)``, the verifiers and
+    SkyRL adapters), so the same setting shows the model the same example everywhere.
+
+    Example:
+        >>> few_shot_examples(None)
+        ()
+        >>> [task for task, _ in few_shot_examples("KeyDoor-v0")] == [expert_example("KeyDoor-v0")[0]]
+        True
+    """
+    if few_shot_env is None:
+        return ()
+    return (expert_example(str(few_shot_env), int(few_shot_seed), list_commands=bool(list_commands),
+                           candidates=int(few_shot_candidates)),)
 
 
 @lru_cache(maxsize=16)
@@ -43,32 +63,19 @@ def expert_example(env_id: str, seed: int = 0, *, list_commands: bool = True, ma
     if "-Budget-" in env_id:
         raise ValueError(f"few_shot_env is an env id without a budget (e.g. KeyDoor-v0), got {env_id!r}")
     try:
-        env = gym.make(env_id, split=EXAMPLE_SPLIT)
+        env = make_budget_env(env_id, max_turns, split=EXAMPLE_SPLIT)  # the budget: max_turns
     except Exception as error:  # noqa: BLE001 - one line for any failure to make it
         raise ValueError(f"cannot make {env_id!r} with split={EXAMPLE_SPLIT!r}: {error}") from None
-    try:
-        episodes = [_expert_episode(env, s, list_commands, max_turns) for s in range(seed, seed + candidates)]
-    finally:
-        env.close()
-    won = [episode for episode in episodes if episode is not None]
+    # imported here: the demonstrations render with LLMPolicy, which takes its examples from this module
+    from agentgym_budget.policies.demonstrations import play_demonstrations
+
+    # the one implementation of "play a scripted source, render each turn as the policy would": the
+    # example's user messages are exactly what LLMPolicy shows for those turns
+    played = play_demonstrations(lambda: env, "expert", episodes=candidates, seed=seed,
+                                 policy_options={"list_admissible": list_commands})
+    won = [turns for turns in played if turns and turns[-1].won]
     if not won:
         raise ValueError(f"the expert won no {env_id} episode from seeds {seed}..{seed + candidates - 1} "
                          f"within {max_turns} turns")
-    return min(won, key=lambda episode: len(episode[1]))
-
-
-def _expert_episode(env: gym.Env, seed: int, list_commands: bool, max_turns: int) -> Example | None:
-    """One expert episode rendered turn by turn, or ``None`` when it is not won within ``max_turns``."""
-    obs, info = env.reset(seed=seed)
-    task, turns = str(info.get("task", "")), []
-    for _ in range(max_turns):
-        action = info.get("expert_action")
-        if not isinstance(action, str):
-            raise ValueError(f"{env.spec.id if env.spec else env} gives no info['expert_action']")
-        turns.append((turn_message(obs, info, list_commands=list_commands), f"Action: {action}"))
-        obs, _, terminated, truncated, info = env.step(action)
-        if info.get("won"):
-            return task, tuple(turns)
-        if terminated or truncated:
-            return None
-    return None
+    shortest = min(won, key=len)  # the first of the shortest, as before
+    return shortest[0].task, tuple((turn.messages[-1]["content"], turn.reply) for turn in shortest)

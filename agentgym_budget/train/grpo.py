@@ -232,7 +232,10 @@ def collate(samples: Sequence[TurnSample], pad_id: int, aggregation: str) -> dic
     width = max(len(s.input_ids) for s in samples)
     input_ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
     attention_mask = torch.zeros((len(samples), width), dtype=torch.long)
-    rows, positions, advantages, weights = [], [], [], []
+    rows: list[int] = []
+    positions: list[int] = []
+    advantages: list[float] = []
+    weights: list[float] = []
     for row, sample in enumerate(samples):
         n = len(sample.input_ids)
         input_ids[row, :n] = torch.tensor(sample.input_ids)

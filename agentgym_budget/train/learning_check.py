@@ -2,11 +2,12 @@
 evaluated on set-ups held out from training (``benchmarks/learning_check.py`` runs many seeds).
 
 A seed *learned* when its mean training success over the last :data:`LAST_UPDATES` updates is
-at least :data:`TRAIN_SUCCESS_TO_LEARN` (random play: ~0.3) **and** its evaluation
+at least :data:`TRAIN_SUCCESS_TO_LEARN` (random play: 0.264 under the smoke run's ``mix:2,3,4,6``,
+exact: :func:`~agentgym_budget.envs.toy.key_door.random_play_win_rate`) **and** its evaluation
 Pass@(1,T) at the smallest evaluated T (2 by default) on KeyDoor's ``test`` set-ups — door
 pairs never seen in training, nor in the format warm-up or the tiny tokenizer's text, which read
 the ``train`` split too — is at least :data:`HELD_OUT_PASS_TO_LEARN` (random play:
-0.11).  The second condition is what makes it a check of *reading the task*: KeyDoor's
+1/9 = 0.111).  The second condition is what makes it a check of *reading the task*: KeyDoor's
 ``train`` split shows every door pair with either door as the goal, and ``test`` asks for the
 same reading with new door pairs.
 

@@ -29,7 +29,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -171,4 +171,6 @@ def full_model_state(module: Any, prefix: str = "model.") -> dict[str, torch.Ten
     from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
     state = get_model_state_dict(module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    return {key.removeprefix(prefix): value for key, value in state.items()}
+    # torch types the values as any state value (DTensor, ShardedTensor, containers, ...); gathered to full
+    # (full_state_dict=True), a model's state is plain tensors
+    return {key.removeprefix(prefix): value for key, value in cast("dict[str, torch.Tensor]", state).items()}

@@ -106,7 +106,7 @@ class Episode:
 
 def make_train_env(config: TrainConfig) -> gym.Env:
     """The training env: ``config.env_id`` under ``TurnBudget(config.budget)`` (+ ``ProcessReward``)."""
-    env = make_budget_env(config.env_id, config.budget, show_budget=config.show_budget, **config.env_kwargs)
+    env: gym.Env = make_budget_env(config.env_id, config.budget, show_budget=config.show_budget, **config.env_kwargs)
     if config.process_reward:
         # Outermost, so it sees the budget's truncation (see ProcessReward's docstring).  The raw
         # per-turn signal (not the potential-based form, whose zero end potential hands every
@@ -208,6 +208,10 @@ class _Recorder:
 
     def step(self, reply: PolicyReply) -> None:
         episode, completion = self.episode, reply.completion
+        # the training policy (training_policy: a local model) fills the token ids of every reply
+        if completion is None or completion.prompt_ids is None or completion.completion_ids is None:
+            raise TypeError(f"a training policy's reply must carry its token ids (a local model's), got {reply!r}")
+        prompt_ids, completion_ids = completion.prompt_ids, completion.completion_ids
         admissible = admissibility(reply.action, self.info.get("admissible_commands"))
         anchor = state_key(self.obs, self.info)  # the state this turn acts on, before the step
         try:
@@ -218,7 +222,7 @@ class _Recorder:
             return
         # the evaluator's definition: the env's verdict, the list only where the env gives none
         episode.invalid_actions += is_invalid(admissible, str(self.info.get("action_effect", "")))
-        episode.turns.append(Turn(completion.prompt_ids, completion.completion_ids, reply.action,
+        episode.turns.append(Turn(prompt_ids, completion_ids, reply.action,
                                   float(self.info.get("process_reward", 0.0)), anchor))
         episode.won = episode.won or bool(self.info.get("won", False))
         episode.terminated = bool(terminated)

@@ -51,7 +51,7 @@ import gymnasium as gym
 import numpy as np
 import torch
 
-from agentgym_budget.envs.registration import budget_env_id
+from agentgym_budget.envs.registration import budget_env_id, env_creator
 from agentgym_budget.seeds import shard_shuffle_seed
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.gigpo import step_advantages, step_group_sizes
@@ -162,6 +162,7 @@ class Trainer:
         # the log-prob pass as a module, so that DDP/FSDP hooks see every use of the weights
         self.train_module = wrap_for_training(_ActionLogprobs(self.model, self), self.group, config.distributed,
                                               self.device)
+        assert config.learning_rate is not None  # TrainConfig.__post_init__ resolves None (per model)
         self.optimizer = torch.optim.AdamW(
             [p for p in self.model.parameters() if p.requires_grad], lr=config.learning_rate,
             weight_decay=config.weight_decay, betas=(config.adam_beta1, config.adam_beta2))
@@ -180,9 +181,12 @@ class Trainer:
         """``(model, tokenizer, reference)``: the policy (from ``checkpoint`` when resuming, LoRA when
         ``lora_r``, gradient checkpointing when asked) and the frozen initial policy (``kl_coef > 0``)."""
         config = self.config
+        # TrainConfig.__post_init__ resolves these None defaults (per model)
+        assert config.format_warmup_steps is not None and config.kl_coef is not None
+        warmup_steps = config.format_warmup_steps
 
         def initial() -> tuple[Any, Any]:
-            return load_for_training(config.model, config, self.device, config.format_warmup_steps)
+            return load_for_training(config.model, config, self.device, warmup_steps)
 
         if checkpoint is None or config.lora_r:
             model, tokenizer = initial()
@@ -329,7 +333,7 @@ class Trainer:
         ``minibatches`` parts; minibatch m is every shard's part m (so W ranks form the same global
         minibatches as one process that holds all W shards)."""
         offsets = np.cumsum([0] + [len(s) for s in samples_by_shard])
-        parts = [[] for _ in range(self.config.minibatches)]
+        parts: list[list[int]] = [[] for _ in range(self.config.minibatches)]
         for shard, (shard_samples, generator) in enumerate(zip(samples_by_shard, generators)):
             order = torch.randperm(len(shard_samples), generator=generator).numpy() + offsets[shard]
             for m, part in enumerate(np.array_split(order, self.config.minibatches)):
@@ -569,7 +573,9 @@ def load_trainer_state(path: Path, device: Any = "cpu") -> dict[str, Any]:
 
 def _numpy_rng_state() -> dict[str, Any]:
     # np.random's legacy state holds an ndarray, which weights_only loading refuses: store a tensor.
-    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state = np.random.get_state(legacy=True)
+    assert isinstance(state, tuple)  # the legacy form of np.random's MT19937; the dict form is for others
+    name, keys, pos, has_gauss, cached = state
     return {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
             "has_gauss": int(has_gauss), "cached_gaussian": float(cached)}
 
@@ -614,7 +620,7 @@ def _default_split(env_id: str) -> Any:
     spec = gym.spec(env_id)
     if "split" in spec.kwargs:
         return spec.kwargs["split"]
-    parameter = inspect.signature(gym.envs.registration.load_env_creator(spec.entry_point)).parameters.get("split")
+    parameter = inspect.signature(env_creator(spec)).parameters.get("split")
     return None if parameter is None else parameter.default
 
 

@@ -129,7 +129,9 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         return max(self._budget - self._turn, 0)
 
     @property
-    def spec(self) -> EnvSpec | None:
+    # gymnasium declares Env.spec a writable attribute and overrides it in Wrapper with a read-only property
+    # (its TimeLimit overrides it as this does); mypy checks the override against Env's attribute.
+    def spec(self) -> EnvSpec | None:  # type: ignore[override]
         """The wrapped env's spec plus this wrapper, with ``max_episode_steps=None``: the budget is the limit."""
         if self._cached_spec is None:
             spec = super().spec  # a deep copy with this wrapper added, as every gym.Wrapper builds it

@@ -35,7 +35,7 @@ import numbers
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, Union, runtime_checkable
+from typing import Any, Literal, Protocol, Union, runtime_checkable
 
 import numpy as np
 
@@ -96,8 +96,11 @@ def _check_budget(value: object, where: str) -> int:
     return int(value)
 
 
-def _items(value: object, what: str) -> tuple[object, ...]:
-    """``value`` as a tuple, or a ``ValueError`` when it is not a sequence (an int, a string, ...)."""
+def _items(value: object, what: str) -> tuple[Any, ...]:
+    """``value`` as a tuple, or a ``ValueError`` when it is not a sequence (an int, a string, ...).
+
+    The items are not checked (``Any``): the schedule built from them checks each one.
+    """
     if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
         raise ValueError(f"{what} must be a sequence, got {type(value).__name__} {_show(value)}")
     return tuple(value)
@@ -334,7 +337,8 @@ def _parse_curriculum(text: str, arg: str, schedule, progress_unit, interpolatio
     if not match:
         raise _bad(text, arg or "(no schedule)")
     start, end, horizon, unit, interp = match.groups()
-    unit = "steps" if unit and unit.startswith("step") else ("episodes" if unit else progress_unit)
+    progress: ProgressUnit = "steps" if unit and unit.startswith("step") else ("episodes" if unit else progress_unit)
+    shape: Interpolation = "step" if interp == "step" else ("linear" if interp else interpolation)
     points = ((0.0, _check_budget(_to_int(start, text), _show(text))),
               (float(horizon), _check_budget(_to_int(end, text), _show(text))))
-    return CurriculumBudget(points, unit, interp or interpolation)
+    return CurriculumBudget(points, progress, shape)

@@ -15,6 +15,12 @@ upstream's own ``AlfredExpert`` when the reference engine carries it
 else ours again on the reference's observations.  Once upstream's expert raises (an upstream
 run would end there) the expected action is ``"look"`` and the episode stops.
 
+Where the experts part in a state where upstream's pick may follow the order of TextWorld's
+fact sets (:meth:`_ExpertPair.upstream_order_matters`), the excuse is checked, not assumed
+(:func:`check_hash_order_tie`): upstream's expert replays the episode in a fresh process under
+other ``PYTHONHASHSEED`` values, and only when one of them makes upstream choose our action is
+the parting a hash-order tie (the episode stops there); otherwise it is a mismatch.
+
 Example:
     >>> import random
     >>> from agentgym_budget.envs.alfworld.fast import FastAlfredEngine
@@ -27,14 +33,26 @@ Example:
 
 from __future__ import annotations
 
+import json
+import os
 import random
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from agentgym_budget.envs.alfworld.engine import AlfredEngine, EngineStep
 
-__all__ = ["MODES", "EpisodeReport", "Mismatch", "compare_episode", "next_command", "with_empty_commands"]
+__all__ = ["MODES", "TIE_HASH_SEEDS", "EpisodeReport", "Mismatch", "TieCheck", "check_hash_order_tie", "compare_episode",
+           "next_command", "with_empty_commands"]
+
+#: The ``PYTHONHASHSEED`` values upstream's expert is replayed under, in order, to check a
+#: hash-order tie (until one gives our action): with two candidate objects, each seed orders
+#: them either way, so a real tie goes unconfirmed after all 12 with probability about 1/4096.
+TIE_HASH_SEEDS = tuple(range(1, 13))
+_ROOT = Path(__file__).resolve().parents[2]
 
 
 @dataclass(frozen=True)
@@ -66,12 +84,64 @@ class EpisodeReport:
     upstream_expert_error: str | None = None
     #: with ``record=True``: the reference's (command, observation, admissible, won) per step.
     transcript: list[tuple[str | None, str, list[str], bool]] = field(default_factory=list)
-    #: set when the experts parted where upstream's own choice depends on Python's hash seed (see
-    #: :meth:`_ExpertPair.upstream_order_matters`): not a mismatch; the episode stopped there.
+    #: set when the experts parted where upstream's own choice depends on Python's hash seed
+    #: (checked: :func:`check_hash_order_tie`): not a mismatch; the episode stopped there.
     hash_order_tie: Mismatch | None = None
+    #: the check of a parting in a hash-ordered state (:func:`check_hash_order_tie`), confirmed or not.
+    tie_check: TieCheck | None = None
     #: the experts' seed, and with ``record=True`` the reference expert's action per step.
     expert_seed: int | None = None
     expert_actions: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class TieCheck:
+    """Upstream's expert action at one step, replayed under other hash seeds (:func:`check_hash_order_tie`)."""
+
+    #: ``PYTHONHASHSEED`` -> upstream's action there, for the seeds tried (in order)
+    choices: dict[int, str | None]
+    #: the action our expert chose there
+    ours: str
+    #: upstream's action there in the run checked, when it must also come back in a replay
+    theirs: str | None = None
+
+    @property
+    def confirmed(self) -> bool:
+        """Some hash seed made upstream choose our action (and, with ``theirs``, another one the run's
+        action): upstream itself picks either way there."""
+        return self.ours in self.choices.values() and (self.theirs is None or self.theirs in self.choices.values())
+
+    def __str__(self) -> str:
+        picks = ", ".join(f"{seed}: {action!r}" for seed, action in self.choices.items())
+        return f"ours {self.ours!r}; upstream by PYTHONHASHSEED {{{picks}}}"
+
+
+def check_hash_order_tie(game: Any, expert_seed: int, commands: Sequence[str], ours: str, observation: str,
+                         hash_seeds: Sequence[int] = TIE_HASH_SEEDS, theirs: str | None = None) -> TieCheck:
+    """Replay upstream's expert on ``game`` (seeded ``expert_seed``, then ``commands``) in a fresh
+    process per ``PYTHONHASHSEED`` of ``hash_seeds``, until one chooses ``ours`` (and, given
+    ``theirs`` — upstream's action in a run made elsewhere — until one chooses that too: the
+    replays then show both picks, not only a replay that differs from the run).
+
+    Each replay must end on ``observation`` (the reference's, there): a replay that does not is
+    not the same episode, and raises ``RuntimeError``.
+    """
+    job = json.dumps({"game": game.to_record(), "expert_seed": expert_seed, "commands": list(commands)})
+    choices: dict[int, str | None] = {}
+    for seed in hash_seeds:
+        done = subprocess.run([sys.executable, "-m", "tools.alfworld.upstream_expert"], input=job, text=True,
+                              capture_output=True, cwd=_ROOT, env={**os.environ, "PYTHONHASHSEED": str(seed)},
+                              check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"upstream's replay under PYTHONHASHSEED={seed} failed:\n{done.stderr[-2000:]}")
+        replayed = json.loads(done.stdout.strip().splitlines()[-1])
+        if replayed["observation"] != observation:
+            raise RuntimeError(f"upstream's replay under PYTHONHASHSEED={seed} is another episode: it ends on "
+                               f"{replayed['observation']!r}, not {observation!r}")
+        choices[seed] = replayed["expert_action"]
+        if TieCheck(choices, ours, theirs).confirmed:
+            break
+    return TieCheck(choices, ours, theirs)
 
 
 def _diff(game_id: str, step: int, command: str | None, expected: EngineStep, got: EngineStep) -> Mismatch | None:
@@ -180,6 +250,7 @@ def compare_episode(
     names: Sequence[str] | None = None,
     choose: Callable[[random.Random, Sequence[str], Sequence[str]], str] = next_command,
     record: bool = False,
+    tie_hash_seeds: Sequence[int] = TIE_HASH_SEEDS,
 ) -> EpisodeReport:
     """Reset both engines on ``game`` and play up to ``steps`` commands; stop at the first mismatch.
 
@@ -187,7 +258,9 @@ def compare_episode(
     handcoded expert runs on both observation streams with the same seed, and its action is
     compared too (field ``expert_action``).  ``mode`` (default: drawn from :data:`MODES`)
     decides who acts: the expert (then random commands once won), the expert with random
-    detours (30 %), or random commands only.
+    detours (30 %), or random commands only.  Where the experts part in a hash-ordered state,
+    :func:`check_hash_order_tie` replays upstream's expert under ``tie_hash_seeds``: a tie if one
+    of them gives our action, else a mismatch (``()``: every parting is a mismatch).
     """
     report = EpisodeReport()
     game_id = str(getattr(game, "id", "game"))
@@ -226,9 +299,12 @@ def compare_episode(
             expert_actions = experts.advance(command, (expected, got))
             if record:
                 report.expert_actions.append(expert_actions[0])
-            if expert_actions[0] != expert_actions[1] and experts.upstream_order_matters():
-                report.hash_order_tie = Mismatch(game_id, index + 1, command, "expert_action", *expert_actions)
-                break  # the experts' states part here; the engines were equal up to this step
+            if expert_actions[0] != expert_actions[1] and experts.upstream is not None and experts.upstream_order_matters():
+                report.tie_check = check_hash_order_tie(game, report.expert_seed, report.commands, expert_actions[1],
+                                                        expected.observation, tie_hash_seeds)
+                if report.tie_check.confirmed:
+                    report.hash_order_tie = Mismatch(game_id, index + 1, command, "expert_action", *expert_actions)
+                    break  # the experts' states part here; the engines were equal up to this step
             if expert_actions[0] != expert_actions[1]:
                 mismatch = Mismatch(game_id, index + 1, command, "expert_action", *expert_actions)
             elif experts.upstream_raised:

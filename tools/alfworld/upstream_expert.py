@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 import random
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from typing import Any
 from agentgym_budget.envs.alfworld.engine import EngineStep
 from agentgym_budget.envs.alfworld.game import AlfredGame
 
-__all__ = ["UpstreamExpertEngine"]
+__all__ = ["UpstreamExpertEngine", "replay"]
 
 
 class UpstreamExpertEngine:
@@ -97,3 +98,27 @@ class UpstreamExpertEngine:
     def _record(self, state: Any) -> EngineStep:
         self.expert_action = None if self.expert_error else state["extra.expert_plan"][0]
         return EngineStep(state["feedback"], list(state["admissible_commands"]), bool(state["won"]))
+
+
+def replay(game: AlfredGame, expert_seed: int, commands: list[str]) -> dict[str, Any]:
+    """Upstream's expert action (``None`` once it raised) and the observation after ``commands``,
+    played from a reset with the expert seeded by ``expert_seed`` (as the differential seeds it)."""
+    from agentgym_budget.envs.alfworld.textworld_engine import memoize_textworld_parsers
+
+    memoize_textworld_parsers()  # same output, several times faster
+    engine = UpstreamExpertEngine()
+    try:
+        step = engine.reset(game)
+        engine.seed_expert(expert_seed)  # after the reset, as compare_episode does (the reset draws nothing)
+        for command in commands:
+            step = engine.step(command)
+        return {"expert_action": engine.expert_action, "observation": step.observation}
+    finally:
+        engine.close()
+
+
+if __name__ == "__main__":
+    # {"game": AlfredGame.to_record(), "expert_seed": int, "commands": [...]} on stdin -> replay() as JSON on
+    # stdout: the differential runs this under another PYTHONHASHSEED (tools/alfworld/differential.py).
+    job = json.load(sys.stdin)
+    print(json.dumps(replay(AlfredGame.from_record(job["game"]), int(job["expert_seed"]), list(job["commands"]))))

@@ -90,7 +90,7 @@ class ExpertFailed(Exception):
 @load_once()
 def expert_priors() -> dict[str, Any]:
     """Upstream's object/receptacle priors (``alfworld/gen/constants.py``), bundled as JSON."""
-    text = resources.files("agentgym_budget.envs.alfworld").joinpath("data", "expert_priors.json").read_text()
+    text = resources.files("agentgym_budget.envs.alfworld").joinpath("data").joinpath("expert_priors.json").read_text()
     return json.loads(text)
 
 

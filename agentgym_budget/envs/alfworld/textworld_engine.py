@@ -52,7 +52,7 @@ def memoize_textworld_parsers() -> None:
     import importlib
 
     for name in _PARSER_MODULES:
-        module = importlib.import_module(name)
+        module: Any = importlib.import_module(name)  # Any: the parser is assigned, not only read
         if not getattr(module._parse_and_convert, "_agentgym_memoized", False):
             module._parse_and_convert = _memoized(module._parse_and_convert)
 

@@ -55,7 +55,8 @@ import numpy as np
 from agentgym_budget._optional import require
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, MAX_ACTION_LENGTH, text_space, to_charset
 
-pettingzoo = require("pettingzoo", extra="multiagent", what="agentgym_budget.envs.household")
+require("pettingzoo", extra="multiagent", what="agentgym_budget.envs.household")
+from pettingzoo import ParallelEnv  # noqa: E402
 from pettingzoo.utils.conversions import parallel_to_aec  # noqa: E402
 
 __all__ = ["AGENT_NAMES", "OBJECTS", "RECEPTACLES", "SharedHouseholdEnv", "env", "parallel_env"]
@@ -76,7 +77,7 @@ def _listing(items: Sequence[str]) -> str:
     return named[0] if len(named) == 1 else ", ".join(named[:-1]) + f", and {named[-1]}"
 
 
-class SharedHouseholdEnv(pettingzoo.ParallelEnv):
+class SharedHouseholdEnv(ParallelEnv):
     """Agents share one household task (see the module docstring).
 
     Args:
@@ -85,7 +86,7 @@ class SharedHouseholdEnv(pettingzoo.ParallelEnv):
         render_mode: ``None``, ``"ansi"`` (``render()`` returns the last observations) or ``"human"``.
     """
 
-    metadata = {"name": "shared_household_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
+    metadata: dict[str, Any] = {"name": "shared_household_v0", "render_modes": ["ansi", "human"], "is_parallelizable": True}
 
     def __init__(self, n_agents: int = 2, n_objects: int | None = None, render_mode: str | None = None) -> None:
         if not 1 <= n_agents <= len(AGENT_NAMES):
@@ -197,7 +198,7 @@ class SharedHouseholdEnv(pettingzoo.ParallelEnv):
             self.where[item], self.holding[agent] = "", item
             return f"You pick up the {item} from the {here}."
         if verb == "move":
-            item = self.holding[agent]
+            item = command[len("move "):].split(" to ")[0]  # what the agent holds: "move" is admissible only then
             self.where[item], self.holding[agent] = here, None
             return f"You move the {item} to the {here}."
         if verb == "inventory":

@@ -12,8 +12,8 @@ measurably worse than one that reads it:
 * opening the goal door with the key wins (reward 1.0, ``terminated=True``).
 
 The expert needs two turns.  A uniformly random policy over the admissible commands wins
-about 30% of episodes within 4 turns, and 11% within 2 (the numbers are exact; see
-``tests/test_key_door.py``).
+1/9 = 0.111 of episodes within 2 turns, 0.309 within 4, and 0.264 under the smoke run's
+``mix:2,3,4,6`` (exact: :func:`random_play_win_rate`).
 
 Tasks are the 12 ordered (goal, distractor) pairs of four colours; ``reset(seed=...)``
 draws one (and the door order) from ``self.np_random``, ``reset(options={"task": "red-blue"})``
@@ -47,11 +47,20 @@ Example:
 from __future__ import annotations
 
 import itertools
+from fractions import Fraction
 from typing import Any
 
 from agentgym_budget.envs.base import INVALID_ACTION_FEEDBACK, TextEnv, action_effect
+from agentgym_budget.wrappers.budget_spec import (
+    BudgetSchedule,
+    FixedBudget,
+    MixBudget,
+    UniformBudget,
+    parse_budget_spec,
+)
 
-__all__ = ["COLOURS", "SPLITS", "TASK_IDS", "KeyDoorEnv", "open_door", "pick_task", "split_task_ids"]
+__all__ = ["COLOURS", "SPLITS", "TASK_IDS", "KeyDoorEnv", "open_door", "pick_task", "random_play_win_rate",
+           "split_task_ids"]
 
 COLOURS: tuple[str, ...] = ("red", "blue", "green", "yellow")
 #: Every task id, ``"<goal>-<distractor>"``.
@@ -64,6 +73,42 @@ SPLITS: dict[str, tuple[str, ...]] = {
     "train": tuple(t for t in TASK_IDS if t not in _TEST_IDS),
     "test": _TEST_IDS,
 }
+
+
+def random_play_win_rate(budget: int | str | BudgetSchedule) -> Fraction:
+    """The exact chance that a uniformly random policy over the 3 admissible commands wins.
+
+    Within ``budget`` turns (an int), or averaged over the budgets a ``fixed``/``mix``/``uniform``
+    spec (or schedule) draws (a curriculum's budget depends on training progress: refused).  Each turn the policy
+    takes the key with probability 1/3; holding it, it opens the goal door with 1/3 (win), the
+    other with 1/3 (lost); without it, a door is locked (no progress).  The chance level the
+    learning check's figures are read against.
+
+    Example:
+        >>> float(random_play_win_rate(2)), round(float(random_play_win_rate(4)), 3)
+        (0.1111111111111111, 0.309)
+        >>> round(float(random_play_win_rate("mix:2,3,4,6")), 3)
+        0.264
+    """
+    if not isinstance(budget, int):
+        return _mean_over_budgets(budget)
+    no_key, key, won = Fraction(1), Fraction(0), Fraction(0)
+    for _ in range(budget):
+        no_key, key, won = no_key * Fraction(2, 3), no_key / 3 + key / 3, won + key / 3
+    return won
+
+
+def _mean_over_budgets(spec: str | BudgetSchedule) -> Fraction:
+    schedule = parse_budget_spec(spec) if isinstance(spec, str) else spec
+    if isinstance(schedule, FixedBudget):
+        return random_play_win_rate(schedule.budget)
+    if isinstance(schedule, MixBudget):
+        weights = [Fraction(w) for w in schedule.weights] if schedule.weights else [Fraction(1)] * len(schedule.budgets)
+        return sum((w * random_play_win_rate(b) for b, w in zip(schedule.budgets, weights)), Fraction(0)) / sum(weights)
+    if isinstance(schedule, UniformBudget):
+        budgets = range(schedule.low, schedule.high + 1)
+        return sum((random_play_win_rate(b) for b in budgets), Fraction(0)) / len(budgets)
+    raise ValueError(f"random_play_win_rate: {spec!r} has no fixed distribution of budgets (use fixed, mix or uniform)")
 
 
 def split_task_ids(split: str, env_name: str) -> tuple[str, ...]:

@@ -43,7 +43,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal, overload
 
 from agentgym_budget._optional import require
 
@@ -152,6 +152,12 @@ def option_matches(product: Mapping[str, Any], goal_options: Iterable[str], chos
     return matches
 
 
+@overload
+def get_reward(product: Mapping[str, Any], goal: Mapping[str, Any], price: float, options: Mapping[str, str],
+               verbose: Literal[False] = False) -> float: ...
+@overload
+def get_reward(product: Mapping[str, Any], goal: Mapping[str, Any], price: float, options: Mapping[str, str],
+               verbose: Literal[True]) -> tuple[float, dict[str, Any]]: ...
 def get_reward(
     product: Mapping[str, Any],
     goal: Mapping[str, Any],

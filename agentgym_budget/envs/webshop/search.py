@@ -102,7 +102,7 @@ class LuceneSearch:
 
     def __init__(self, index_dir: str | Path) -> None:
         try:
-            from pyserini.search.lucene import LuceneSearcher  # type: ignore[import-not-found]
+            from pyserini.search.lucene import LuceneSearcher
         except ImportError as e:
             raise MissingBackendError(
                 f"search_engine='lucene' needs pyserini and Java 21 ({e}); install them with "

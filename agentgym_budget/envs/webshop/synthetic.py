@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import random
 import string
+from typing import TypedDict
 
 from agentgym_budget.envs.webshop.catalog import Catalog, Goal, Product, draw_prices, price_upper_for
 from agentgym_budget.envs.webshop.product_types import PRODUCT_TYPES, ProductType
@@ -122,8 +123,15 @@ def _pricing(rng: random.Random, kind: ProductType) -> tuple[list[float], str]:
     return [price, top], f"${price} to ${top}"
 
 
-def _reviews(rng: random.Random) -> tuple[list[dict[str, object]], object]:
-    reviews = [
+class _Review(TypedDict):
+    title: str
+    score: int
+    body: str
+
+
+def _reviews(rng: random.Random) -> tuple[list[_Review], float | str]:
+    """0 to 3 reviews and their mean score to one decimal (``"N.A."`` without reviews)."""
+    reviews: list[_Review] = [
         {"title": rng.choice(_REVIEW_TITLES), "score": rng.randint(2, 5), "body": rng.choice(_REVIEW_BODIES)}
         for _ in range(rng.randint(0, 3))
     ]
