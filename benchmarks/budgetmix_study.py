@@ -10,7 +10,9 @@ episodes), **one flag apart**:
 * ``curriculum`` — ``budget="curriculum:6->2@12800"``: linear from the largest fixed budget to the
   smallest over the run's episodes (updates x episodes per update);
 * ``mix+pr``     — ``mix`` plus ``process_reward="expert_progress"`` (coefficient
-  ``--process-reward-coef``, 0.5 as in the first study).
+  ``--process-reward-coef``, 0.5 as in the first study);
+* ``mix+gigpo``  — ``mix`` with ``advantage="gigpo"`` (step-level group advantages over anchor
+  states, :mod:`agentgym_budget.train.gigpo`, at its default omega and gamma).
 
 Seed ``s`` of every arm starts from the same model (the tiny model's init and format warm-up
 depend on the seed only), so arms pair up by seed.  Each trained model is evaluated with the
@@ -26,7 +28,7 @@ every arm and seed.  Each result is saved as an evaluator result folder,
 The study's own comparisons are **paired over seeds**: per seed, the arm's Pass@(1,T) minus the
 other arm's, its mean over seeds, and a 95 % paired percentile bootstrap CI over seeds
 (:func:`agentgym_budget.eval.stats.paired_bootstrap`, seeds as the resampled units): mix − fixed:2,
-mix − fixed:6, curriculum − mix and mix+pr − mix at each T.  With 5 seeds the bootstrap has few
+mix − fixed:6, curriculum − mix, mix+pr − mix, mix+gigpo − mix and mix+gigpo − mix+pr at each T.  With 5 seeds the bootstrap has few
 distinct resamples: read a CI that excludes 0 as a hint, not a verdict.  Per arm, the mean over
 seeds with a Student-t CI comes from :func:`agentgym_budget.eval.aggregate_results`.  Written to
 ``OUT/budgetmix_study.json`` and ``OUT/budgetmix_study.md``; printed as tables.  Each finished run
@@ -72,10 +74,12 @@ from agentgym_budget.eval import PassKTResult, aggregate_results  # noqa: E402
 from agentgym_budget.eval.stats import paired_bootstrap  # noqa: E402
 from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
 from agentgym_budget.train.learning_check import held_out_env_kwargs, parse_overrides, run_seed  # noqa: E402
+from benchmarks.provenance import provenance  # noqa: E402
 
-ARM_NAMES = ("fixed:lo", "fixed:hi", "mix", "curriculum", "mix+pr")  # fixed:lo/hi: named by their budgets
+ARM_NAMES = ("fixed:lo", "fixed:hi", "mix", "curriculum", "mix+pr", "mix+gigpo")  # fixed:lo/hi: by their budgets
 #: ``(a, b)``: the study reports ``a − b``.
-COMPARISONS = (("mix", "fixed:lo"), ("mix", "fixed:hi"), ("curriculum", "mix"), ("mix+pr", "mix"))
+COMPARISONS = (("mix", "fixed:lo"), ("mix", "fixed:hi"), ("curriculum", "mix"), ("mix+pr", "mix"),
+               ("mix+gigpo", "mix"), ("mix+gigpo", "mix+pr"))
 
 
 def arm_overrides(fixed: list[int], mix: list[int], episodes: int, process_reward_coef: float
@@ -85,7 +89,7 @@ def arm_overrides(fixed: list[int], mix: list[int], episodes: int, process_rewar
     Example:
         >>> arms = arm_overrides([2, 6], [2, 3, 4, 6], 12800, 0.5)
         >>> list(arms)
-        ['fixed:2', 'fixed:6', 'mix', 'curriculum', 'mix+pr']
+        ['fixed:2', 'fixed:6', 'mix', 'curriculum', 'mix+pr', 'mix+gigpo']
         >>> arms["curriculum"]
         {'budget': 'curriculum:6->2@12800'}
     """
@@ -97,6 +101,7 @@ def arm_overrides(fixed: list[int], mix: list[int], episodes: int, process_rewar
         "mix": {"budget": mix_spec},
         "curriculum": {"budget": f"curriculum:{hi}->{lo}@{episodes}"},
         "mix+pr": {"budget": mix_spec, "process_reward": "expert_progress", "process_reward_coef": process_reward_coef},
+        "mix+gigpo": {"budget": mix_spec, "advantage": "gigpo"},
     }
 
 
@@ -152,6 +157,29 @@ def finished_run(folder: Path, settings: dict[str, Any]) -> dict[str, Any] | Non
     return record["run"] if record.get("settings") == settings and held_out.exists() else None
 
 
+def write_results(path: Path, started: dict[str, Any], report: dict[str, Any],
+                  results: dict[str, dict[int, PassKTResult]], ts: list[int]) -> None:
+    """The study's figures as a results file (docs tables are generated from it: tools/docs_tables.py):
+    command, commit and load, the arms' settings, per-seed held-out Pass@(1,T) and training success,
+    the means with t-CIs and the paired differences."""
+    per_seed = {name: {str(seed): {"held_out_pass1": {str(t): r.value(1, t) for t in ts},
+                                   "train_success_last20": run["last_success"], "cpu_seconds": run["cpu_seconds"]}
+                       for (seed, r), run in zip(sorted(by_seed.items()),
+                                                 sorted(report["runs"][name], key=lambda run: run["seed"]))}
+                for name, by_seed in results.items()}
+    figures = {"provenance": {**started, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
+               "env_id": report["env_id"], "ts": ts, "seeds": report["seeds"], "updates": report["args"]["updates"],
+               "eval_tasks": report["args"]["eval_tasks"], "eval_attempts": report["args"]["eval_attempts"],
+               "arms": {name: {key: arm[key] for key in ("budget", "advantage", "process_reward",
+                                                         "process_reward_coef", "gigpo_omega", "gigpo_gamma")}
+                        for name, arm in report["arms"].items()},
+               "per_seed": per_seed, "pass1": report["pass1"], "paired": report["paired"],
+               "cpu_seconds": report["cpu_seconds"], "wall_seconds": report["wall_seconds"]}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(figures, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
 def ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -163,13 +191,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fixed", default="2,6", help="the two fixed budgets (the curriculum goes from max to min)")
     parser.add_argument("--mix", default="2,3,4,6", help="the BudgetMix budgets")
     parser.add_argument("--ts", default=None, help="evaluation budgets T (default: the fixed and mix budgets)")
-    parser.add_argument("--arms", default=None, help="a comma-separated subset of the arms (default: all five)")
+    parser.add_argument("--arms", default=None, help="a comma-separated subset of the arms (default: the five "
+                        "of the BudgetMix study, all but mix+gigpo)")
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--process-reward-coef", type=float, default=0.5)
     parser.add_argument("--eval-tasks", type=int, default=40, help="held-out evaluation tasks per run")
     parser.add_argument("--eval-attempts", type=int, default=2)
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="runs in parallel processes")
+    parser.add_argument("--results", default=None, help="also write the study's figures (per-seed Pass@(1,T), "
+                        "paired differences, command and commit) to this JSON file, e.g. under docs/data/")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="override a TrainConfig field in every arm (repeatable)")
     args = parser.parse_args(argv)
@@ -187,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         if unknown:
             raise SystemExit(f"unknown arms {unknown}; the arms are {list(arms)}")
         arms = {name: arms[name] for name in args.arms.split(",")}
+    else:
+        arms = {name: arm for name, arm in arms.items() if name != "mix+gigpo"}
     for name, arm in arms.items():  # refused here, in one line, rather than in every worker
         try:
             held_out_env_kwargs(keydoor_smoke_config(**common, **arm))
@@ -198,6 +231,7 @@ def main(argv: list[str] | None = None) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
+    started = provenance(sys.argv)
     start = time.perf_counter()
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
@@ -250,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
     (out / "budgetmix_study.md").write_text(
         f"# BudgetMix study: {args.env_id}, {len(seeds)} seeds x {args.updates} updates, "
         f"{args.eval_tasks} held-out tasks x {args.eval_attempts} attempts\n\n" + table)
+    if args.results:
+        write_results(Path(args.results), started, report, results, ts)
     print("\n" + table)
     print(f"total CPU {cpu / 60:.1f} min ({cpu / 60 / max(1, len(seeds) * len(arms)):.1f} per run); "
           f"wall {wall / 60:.1f} min with {args.workers} workers")

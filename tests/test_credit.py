@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import agentgym_budget  # noqa: F401  (registers the envs)
 from agentgym_budget.train.config import TrainConfig
-from agentgym_budget.train.grpo import group_advantages, process_returns_to_go, turn_samples
+from agentgym_budget.train.grpo import group_advantages, process_returns_to_go, turn_credits, turn_samples
 from agentgym_budget.train.rollout import Episode, Turn, make_train_env
 
 
@@ -105,3 +105,51 @@ def test_shaping_cannot_reorder_two_failures_that_make_no_progress(wander, pad, 
     b = Episode(0, "t", 10, [Turn([1], [2], "x", 0.0) for _ in range(pad)])
     s_a, s_b = _scores([a, b], coef)
     assert s_a == pytest.approx(s_b)
+
+
+# -- group normalisation of the process rewards (train/grpo.py turn_credits, issue 40) ---------------
+def _episode(rewards: list[float], won: bool = False, lost: bool = False) -> Episode:
+    return Episode(0, "t", 8, [Turn([1], [2], "x", r) for r in rewards], won=won, terminated=won or lost)
+
+
+def test_group_norm_credits_progress_relative_to_the_group_with_known_values():
+    # One group: a win [1, 1] and a timeout [1, 0, 0] -> pooled rewards 1, 1, 1, 0, 0:
+    # mean 0.6, unbiased std sqrt(0.3); normalised 1 -> 0.4/s, 0 -> -0.6/s; then returns-to-go.
+    win, timeout = _episode([1.0, 1.0], won=True), _episode([1.0, 0.0, 0.0])
+    s = 0.3 ** 0.5
+    credits = turn_credits([win, timeout], group_size=2, norm="group")
+    assert credits[0] == pytest.approx([0.8 / s, 0.4 / s], rel=1e-5)
+    assert credits[1] == pytest.approx([-0.8 / s, -1.2 / s, -0.6 / s], rel=1e-5)
+    # norm="none" is each episode's own process_returns_to_go
+    assert turn_credits([win, timeout], 2, norm="none") == [[2.0, 1.0], [1.0, 0.0, 0.0]]
+
+
+def test_group_norm_applies_the_loss_rule_first_and_keeps_groups_apart():
+    loss = _episode([1.0, 0.0], lost=True)  # loss rule: [1, -1]
+    win = _episode([1.0, 1.0], won=True)
+    same_a, same_b = _episode([1.0, 1.0]), _episode([1.0, 1.0])
+    credits = turn_credits([loss, win, same_a, same_b], group_size=2, norm="group")
+    # group 1 pools 1, -1, 1, 1: mean 0.5, std 1 -> normalised 0.5, -1.5 | 0.5, 0.5 (eps aside)
+    assert credits[0] == pytest.approx([-1.0, -1.5], rel=1e-5) and credits[1] == pytest.approx([1.0, 0.5], rel=1e-5)
+    # group 2: every turn made the same progress -> no process credit at all
+    assert credits[2] == [0.0, 0.0] and credits[3] == [0.0, 0.0]
+
+
+@given(st.lists(st.sampled_from([-1.0, 0.0, 1.0]), min_size=1, max_size=6), st.integers(1, 6))
+def test_group_norm_charges_dithering_before_the_same_progress(progress, dither):
+    # Two timeouts with the same progress; one dithers (invalid, 0) first.  Raw returns-to-go credit
+    # every dithering turn with the progress that follows; normalised, the dithering episode's first
+    # turn gets less than the direct one's whenever the group made net progress.
+    direct, slow = _episode(progress), _episode([0.0] * dither + progress)
+    raw = turn_credits([direct, slow], 2, norm="none")
+    assert raw[0][0] == raw[1][0] == pytest.approx(sum(progress))
+    normed = turn_credits([direct, slow], 2, norm="group")
+    if sum(progress) > 0:
+        assert normed[1][0] < normed[0][0]
+
+
+def test_turn_credits_refuses_an_unknown_norm_and_a_broken_layout():
+    with pytest.raises(ValueError, match="norm must be 'none' or 'group'"):
+        turn_credits([_episode([1.0])], 1, norm="z")
+    with pytest.raises(ValueError, match=r"episodes must be \[groups \* 2\]"):
+        turn_credits([_episode([1.0])], 2)

@@ -36,6 +36,26 @@ def test_the_learning_check_table_is_made_from_every_file_and_refuses_a_seed_twi
         docs_tables.learning_check_runs(tmp_path)
 
 
+def test_the_process_reward_study_table_shows_every_seed_and_the_paired_rows(tmp_path):
+    cell = {"mean": 0.5, "ci_low": 0.25, "ci_high": 0.75}
+    report = {
+        "ts": [2, 4], "seeds": [0, 1], "updates": 60, "eval_tasks": 40, "eval_attempts": 2, "cpu_seconds": 120,
+        "per_seed": {arm: {str(s): {"held_out_pass1": {"2": 0.1 * (s + 1), "4": 0.5}, "train_success_last20": 0.9}
+                           for s in (1, 0)} for arm in ("mix", "mix+pr")},
+        "pass1": {arm: {"2": cell, "4": cell} for arm in ("mix", "mix+pr")},
+        "paired": {"mix+pr − mix": {"2": {"diff": -0.125, "ci_low": -0.3, "ci_high": -0.05, "significant": True},
+                                   "4": {"diff": 0.0, "ci_low": None, "ci_high": None, "significant": False}}},
+        "provenance": {"command": "python benchmarks/budgetmix_study.py", "commit": "abcdef1234567", "dirty": False},
+    }
+    path = tmp_path / "keydoor.json"
+    path.write_text(json.dumps(report))
+    lines = docs_tables.process_reward_study_table(path).splitlines()
+    assert lines[2:4] == ["| mix | 0 | 10.0 | 50.0 | 0.90 |", "| mix | 1 | 20.0 | 50.0 | 0.90 |"]  # seeds in order
+    assert "| mix+pr − mix | -12.5 [-30.0, -5.0]* | +0.0 [n/a, n/a] |" in lines
+    assert lines[-1].startswith("From `docs/data/process-reward-study/keydoor.json`: `python benchmarks/budgetmix")
+    assert "(no results file" in docs_tables.process_reward_study_table(tmp_path / "missing.json")
+
+
 def _use_data(monkeypatch, tmp_path, name: str, report: dict) -> None:
     """Point the generators at ``tmp_path`` holding ``report`` as ``docs/data/<name>``."""
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

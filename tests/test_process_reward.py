@@ -68,6 +68,26 @@ def test_expert_progress_raw_is_the_plan_length_decrease() -> None:
     assert [s[1] for s in steps] == [0.5, -0.5, 0.0, 0.5, 0.5, 1.5]
 
 
+@pytest.mark.parametrize("env_id, seed", [("KeyDoor-v0", 0), ("KeyDoorRooms-v0", 12)])
+def test_expert_progress_pays_the_winning_door_and_not_the_wrong_one(env_id: str, seed: int) -> None:
+    # Issue 40: the toy envs keep the final state's plan (["open red door"]) after the win, so the
+    # winning turn earned 0 — the same as opening the wrong door.  A won game has no plan left.
+    probe = gym.make(env_id)
+    _, info = probe.reset(seed=seed, options={"task": "red-blue"})
+    plan = list(info["expert_plan"])
+    assert plan[-1] == "open red door"
+
+    def raw(actions: list[str]) -> list[float]:
+        env = ProcessReward(gym.make(env_id), "expert_progress", potential_based=False)
+        _, steps = play(env, actions, seed=seed, options={"task": "red-blue"})
+        return [s[4]["process_reward"] for s in steps]
+
+    win, loss = raw(plan), raw(plan[:-1] + ["open blue door"])
+    assert win == [1.0] * len(plan)  # every expert turn shortens the plan, the winning one too
+    assert loss == [1.0] * (len(plan) - 1) + [0.0]  # the wrong door leaves the plan as it was
+    assert sum(win) == len(plan)  # the whole plan: a win is credited the expert's full progress
+
+
 def test_subgoal_from_info_counts_distinct_subgoals_and_potential_takes_them_back() -> None:
     raw = ProcessReward(LineWorld(report_subgoals=True), "subgoal", potential_based=False)
     _, steps = play(raw, ["forward", "forward", "back", "forward", "forward", "forward"], options={"task": 5})

@@ -257,12 +257,16 @@ def test_a_crafted_trainer_state_is_refused_not_run(tmp_path):
 def test_the_logged_return_is_the_credited_one_not_the_success_again() -> None:
     from types import SimpleNamespace
 
+    from agentgym_budget.train.grpo import turn_credits
     from agentgym_budget.train.trainer import _EpisodeFacts
 
     turns = [SimpleNamespace(process_reward=r) for r in (1.0, 0.0, 1.0)]
     lost = SimpleNamespace(won=False, lost=True, budget=4, turns=turns, invalid_actions=1)
     won = SimpleNamespace(won=True, lost=False, budget=4, turns=turns, invalid_actions=0)
     with_process = TrainConfig(process_reward="expert_progress", process_reward_coef=0.5)
-    assert _EpisodeFacts.of(won, with_process).credited_return == 1.0 + 0.5 * 2.0  # outcome + coef * G_0
-    assert _EpisodeFacts.of(lost, with_process).credited_return == 0.0  # a loss keeps no net progress
-    assert _EpisodeFacts.of(won, TrainConfig()) == (True, 4, 3, 0, 2.0, 1.0, 0)  # no process reward: the win
+    won_credits, lost_credits = turn_credits([won, lost], group_size=1, norm="none")
+    assert _EpisodeFacts.of(won, with_process, won_credits).credited_return == 1.0 + 0.5 * 2.0  # outcome + coef * G_0
+    assert _EpisodeFacts.of(lost, with_process, lost_credits).credited_return == 0.0  # a loss keeps no net progress
+    grouped = turn_credits([won, lost], group_size=2, norm="group")  # the trainer's default: what it credits
+    assert _EpisodeFacts.of(won, with_process, grouped[0]).credited_return == pytest.approx(1.0 + 0.5 * grouped[0][0])
+    assert _EpisodeFacts.of(won, TrainConfig(), won_credits) == (True, 4, 3, 0, 2.0, 1.0, 0)  # no process reward

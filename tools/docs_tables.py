@@ -119,6 +119,43 @@ def learning_check_table() -> str:
     return "\n".join(lines)
 
 
+def process_reward_study_table(path: Path | None = None) -> str:
+    """Per seed and arm: held-out Pass@(1,T) and training success; then the means and the paired differences
+    over seeds, from ``docs/data/process-reward-study/keydoor.json`` (benchmarks/budgetmix_study.py --results)."""
+    path = path or DATA / "process-reward-study" / "keydoor.json"
+    if not path.exists():
+        return f"(no results file {path.name} under {path.parent} yet)"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    ts, arms = report["ts"], list(report["per_seed"])
+    cells = " | ".join(f"T={t}" for t in ts)
+    rows = [f"| arm | seed | {cells} | training success, last 20 updates |", "|---|---|" + "---|" * len(ts) + "---|"]
+    for arm in arms:
+        for seed, run in sorted(report["per_seed"][arm].items(), key=lambda item: int(item[0])):
+            held = " | ".join(f"{100 * run['held_out_pass1'][str(t)]:.1f}" for t in ts)
+            rows.append(f"| {arm} | {seed} | {held} | {run['train_success_last20']:.2f} |")
+    for arm in arms:
+        mean = " | ".join(f"**{100 * c['mean']:.1f}** [{_points(c['ci_low'])}, {_points(c['ci_high'])}]"
+                          for c in map(report["pass1"][arm].get, map(str, ts)))
+        rows.append(f"| {arm} | mean [95 % t-CI] | {mean} | |")
+    rows += ["", f"| paired difference, points [95 % paired bootstrap CI over seeds; * excludes 0] | {cells} |",
+             "|---|" + "---|" * len(ts)]
+    for name, by_t in report["paired"].items():
+        rows.append(f"| {name} | " + " | ".join(
+            f"{100 * c['diff']:+.1f} [{_points(c['ci_low'], True)}, {_points(c['ci_high'], True)}]"
+            f"{'*' if c['significant'] else ''}" for c in map(by_t.get, map(str, ts))) + " |")
+    source = report["provenance"]
+    rows += ["", f"From `docs/data/process-reward-study/keydoor.json`: `{source.get('command', '?')}` at commit "
+                 f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
+                 f"{len(report['seeds'])} seeds x {report['updates']} updates, {report['eval_tasks']} held-out tasks x "
+                 f"{report['eval_attempts']} attempts, load average {_load(source)} on {source.get('cpus', '?')} CPUs, "
+                 f"{source.get('utc', '?')}; {report['cpu_seconds'] / 60:.1f} CPU-minutes over the runs."]
+    return "\n".join(rows)
+
+
+def _points(value: float | None, signed: bool = False) -> str:
+    return "n/a" if value is None else f"{100 * value:{'+' if signed else ''}.1f}"
+
+
 def verifiers_concurrency_table(folder: Path | None = None) -> str:
     """Per results file and model latency: wall time, stall share and longest stall, one at a time and concurrent."""
     folder = folder or DATA / "verifiers-concurrency"
@@ -608,6 +645,7 @@ def smollm2_rl_runs_table(folder: Path | None = None) -> str:
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
+    "process-reward-study": process_reward_study_table,
     "smollm2-eval": smollm2_eval_table,
     "logprob-kernels-smollm2": logprob_kernels_smollm2_table,
     "frontier-alfworld": frontier_alfworld_table,

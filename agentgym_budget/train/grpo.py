@@ -4,7 +4,9 @@
   episodes on the same task: GRPO ``(R - mean) / (std + eps)`` or RLOO ``R - mean(others)``;
   an episode whose env failed gets zero advantage and is left out of its group's baseline.
 * :func:`process_returns_to_go` — per turn, the (discounted) sum of the process rewards from
-  that turn on, with the loss rule below.
+  that turn on, with the loss rule below; :func:`turn_credits` — the same for a batch of
+  groups, by default (``process_reward_norm="group"``) over the process rewards normalised by
+  the mean and std of all turns of the episode's group, as DeepSeekMath §4.1.3 does.
 * :func:`turn_samples` — every turn of every episode becomes one sample: its prompt tokens
   (masked out of the loss) followed by its sampled action tokens (in the loss), carrying
   its **per-turn advantage** ``A_i,t = Â_i + c * G_i,t``: the group-normalised *outcome*
@@ -24,7 +26,12 @@ potential, which would pay a loss as much as a win and give back every invalid-a
 penalty on the last turn).  **Loss rule:** in an episode the env ended without a win, the
 losing turn earns no progress (its reward is capped at 0) and the episode's process return
 ``G_i,1`` is capped at 0, so a loss never scores above a timeout with the same progress,
-nor above a timeout without progress.
+nor above a timeout without progress.  **Group normalisation** (issue 40): without it
+(``norm="none"``) the process credit has no baseline — in a group without a win (zero outcome
+advantage) every turn followed by progress, invalid ones included, is pushed up, and the longer
+an episode dithers before progressing the more turns are credited; normalised, a turn's reward
+counts relative to the group's mean per-turn progress, so dithering turns are charged and a
+group whose turns all progressed alike gets no process credit.
 * :func:`action_logprobs` — log-probs and entropies of a micro-batch's action tokens, from
   the model's final hidden states through :func:`~agentgym_budget.train.kernels.token_logprobs`
   (only action positions go through the LM head).
@@ -46,8 +53,8 @@ import torch
 from agentgym_budget.train.kernels import token_logprobs, token_logprobs_reference
 from agentgym_budget.train.rollout import Episode
 
-__all__ = ["TurnSample", "action_logprobs", "collate", "group_advantages",
-           "process_returns_to_go", "turn_samples"]
+__all__ = ["TurnSample", "action_logprobs", "collate", "group_advantages", "loss_rule",
+           "process_returns_to_go", "turn_credits", "turn_samples"]
 
 
 def group_advantages(
@@ -105,17 +112,71 @@ def process_returns_to_go(rewards: Sequence[float], lost: bool, gamma: float = 1
         >>> process_returns_to_go([1.0, 0.0, 2.0], lost=True)  # the losing turn's +2 and the +1 are forfeit
         [0.0, -1.0, -1.0]
     """
+    return _returns_to_go(loss_rule(rewards, lost, gamma), gamma)
+
+
+def loss_rule(rewards: Sequence[float], lost: bool, gamma: float = 1.0) -> list[float]:
+    """The per-turn process rewards of an episode after the loss rule (module docstring): unchanged
+    unless ``lost``; then the losing turn earns no progress and the discounted sum is capped at 0.
+
+    Example:
+        >>> loss_rule([1.0, 0.0, 2.0], lost=True)
+        [1.0, 0.0, -1.0]
+    """
     rewards = [float(r) for r in rewards]
     if lost and rewards:
         rewards[-1] = min(rewards[-1], 0.0)  # the losing turn earns no progress
         first = sum(gamma**k * r for k, r in enumerate(rewards))
         if first > 0:  # a loss keeps no net progress: G_1 is capped at 0
             rewards[-1] -= first / gamma ** (len(rewards) - 1)
+    return rewards
+
+
+def _returns_to_go(rewards: Sequence[float], gamma: float) -> list[float]:
     returns, to_go = [], 0.0
     for reward in reversed(rewards):
         to_go = reward + gamma * to_go
         returns.append(to_go)
     return returns[::-1]
+
+
+def turn_credits(episodes: Sequence[Episode], group_size: int, gamma: float = 1.0, norm: str = "group",
+                 eps: float = 1e-6) -> list[list[float]]:
+    """Per episode, per turn: the process return-to-go the learner credits (before the coefficient ``c``).
+
+    ``norm="none"``: :func:`process_returns_to_go` of the episode's own rewards.  ``norm="group"``
+    (DeepSeekMath §4.1.3's process supervision): every turn's reward, after the loss rule, is
+    normalised by the mean and std of the rewards of *all* turns of its group (the G episodes
+    on the same task and budget), ``(r - mean) / (std + eps)``, and the return-to-go is taken over
+    the normalised rewards — so progress is credited relative to what the group made, a group
+    whose turns all made the same progress gets no process credit, and ``c`` is in units of the
+    group's spread, like the outcome advantage.  Failed episodes (no turns) add nothing.
+
+    Example:
+        >>> from agentgym_budget.train.rollout import Episode, Turn
+        >>> def episode(*rewards):
+        ...     return Episode(0, "t", 4, [Turn([1], [2], "x", r) for r in rewards])
+        >>> turn_credits([episode(1.0, 1.0), episode(1.0, 0.0)], group_size=2, norm="none")
+        [[2.0, 1.0], [1.0, 0.0]]
+        >>> [[round(g, 3) for g in e] for e in turn_credits([episode(1.0, 1.0), episode(1.0, 0.0)], group_size=2)]
+        [[1.0, 0.5], [-1.0, -1.5]]
+    """
+    if norm not in ("none", "group"):
+        raise ValueError(f"process reward norm must be 'none' or 'group', got {norm!r}")
+    if len(episodes) % group_size:
+        raise ValueError(f"episodes must be [groups * {group_size}], got {len(episodes)}")
+    rewards = [loss_rule([turn.process_reward for turn in e.turns], e.lost, gamma) for e in episodes]
+    if norm == "group":
+        for start in range(0, len(rewards), group_size):
+            pooled = torch.tensor([r for episode in rewards[start:start + group_size] for r in episode],
+                                  dtype=torch.float64)
+            if pooled.numel() == 0:
+                continue
+            mean = float(pooled.mean())
+            std = float(pooled.std()) if pooled.numel() > 1 else 0.0  # unbiased, as group_advantages
+            for index in range(start, start + group_size):
+                rewards[index] = [(r - mean) / (std + eps) for r in rewards[index]]
+    return [_returns_to_go(r, gamma) for r in rewards]
 
 
 @dataclass
@@ -135,15 +196,20 @@ class TurnSample:
 def turn_samples(
     episodes: Sequence[Episode], advantages: torch.Tensor, process_coef: float = 0.0, gamma: float = 1.0,
     step_advantages: Sequence[Sequence[float]] | None = None, step_coef: float = 0.0,
+    process_credits: Sequence[Sequence[float]] | None = None,
 ) -> list[TurnSample]:
     """Every turn of every episode with its per-turn advantage ``A_i + process_coef * G_i,t + step_coef * A^S_i,t``.
 
-    ``step_advantages`` (``[episode][turn]``, optional) are GiGPO's step-level advantages
-    (:func:`~agentgym_budget.train.gigpo.step_advantages`), weighted by ``step_coef`` (omega).
+    ``process_credits`` (``[episode][turn]``): the ``G_i,t`` of :func:`turn_credits` (the
+    trainer's, group-normalised); without it, each episode's own :func:`process_returns_to_go`
+    (``norm="none"``).  ``step_advantages`` (``[episode][turn]``, optional) are GiGPO's
+    step-level advantages (:func:`~agentgym_budget.train.gigpo.step_advantages`), weighted by
+    ``step_coef`` (omega).
     """
     samples = []
     for index, (episode, advantage) in enumerate(zip(episodes, advantages.tolist())):
-        to_go = process_returns_to_go([turn.process_reward for turn in episode.turns], episode.lost, gamma)
+        to_go = (process_credits[index] if process_credits is not None else
+                 process_returns_to_go([turn.process_reward for turn in episode.turns], episode.lost, gamma))
         steps = step_advantages[index] if step_advantages is not None else [0.0] * len(episode.turns)
         episode_tokens = sum(len(turn.action_ids) for turn in episode.turns)
         samples += [

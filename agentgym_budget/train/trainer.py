@@ -56,7 +56,7 @@ from agentgym_budget.seeds import shard_shuffle_seed
 from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.gigpo import step_advantages, step_group_sizes
 from agentgym_budget.train.grpo import (action_logprobs, collate, group_advantages,
-                                        process_returns_to_go, token_weight, turn_samples)
+                                        token_weight, turn_credits, turn_samples)
 from agentgym_budget.train.kernels import policy_loss
 from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, all_reduce_sum, barrier,
                                             full_model_state, full_parameters, init_process_group,
@@ -87,12 +87,11 @@ class _EpisodeFacts(NamedTuple):
     shared_turns: int  # GiGPO: turns whose state another turn of the group also acted on (train/gigpo.py)
 
     @classmethod
-    def of(cls, episode: Any, config: TrainConfig, shared_turns: int = 0) -> _EpisodeFacts:
+    def of(cls, episode: Any, config: TrainConfig, credits: list[float], shared_turns: int = 0) -> _EpisodeFacts:
         rewards = [turn.process_reward for turn in episode.turns]
         coef = config.process_reward_coef if config.process_reward else 0.0
-        to_go = process_returns_to_go(rewards, episode.lost, config.process_gamma)
         return cls(episode.won, episode.budget, len(episode.turns), episode.invalid_actions, sum(rewards),
-                   float(episode.won) + coef * (to_go[0] if to_go else 0.0), shared_turns)
+                   float(episode.won) + coef * (credits[0] if credits else 0.0), shared_turns)
 
 
 class _ActionLogprobs(torch.nn.Module):
@@ -268,18 +267,20 @@ class Trainer:
         steps = step_advantages(episodes, config.group_size, config.gigpo_gamma, config.scale_by_std) if gigpo else None
         # per-turn advantages: outcome advantage + coef * process return-to-go (+ omega * A^S), per shard
         coef = config.process_reward_coef if config.process_reward else 0.0
+        credits = turn_credits(episodes, config.group_size, config.process_gamma, config.process_reward_norm)
         samples_by_shard, offset = [], 0
         for shard, _ in mine:
             n = len(shard)
             samples_by_shard.append(turn_samples(
                 episodes[offset:offset + n], advantages[offset:offset + n], coef, config.process_gamma,
-                steps[offset:offset + n] if steps is not None else None, config.gigpo_omega if gigpo else 0.0))
+                steps[offset:offset + n] if steps is not None else None, config.gigpo_omega if gigpo else 0.0,
+                credits[offset:offset + n]))
             offset += n
         zero_groups = (advantages.view(-1, config.group_size).abs().sum(1) == 0).tolist()
         # failed episodes (no turns, no return) are left out of the episode metrics; their faults are counted
         shared = ([sum(size > 1 for size in sizes) for sizes in step_group_sizes(episodes, config.group_size)]
                   if gigpo else [0] * len(episodes))
-        facts = [_EpisodeFacts.of(e, config, n) for e, n in zip(episodes, shared) if not e.failed]
+        facts = [_EpisodeFacts.of(e, config, c, n) for e, c, n in zip(episodes, credits, shared) if not e.failed]
         faults = (sum(e.env_failures for e in episodes), sum(failed))
         everything = all_gather_objects(group, (facts, zero_groups, faults))  # every rank's, for the logged metrics
         facts = [f for rank_facts, _, _ in everything for f in rank_facts]

@@ -11,8 +11,9 @@ Every signal is a **potential** ``Φ`` over the episode so far (the history is t
 state of a text env).  The built-in signals:
 
 ================== ====================================================================
-``expert_progress`` ``Φ = -len(info["expert_plan"])``: the shaping term is the decrease of
-                    the expert's remaining plan length (needs a backend with an expert).
+``expert_progress`` ``Φ = -len(info["expert_plan"])`` (``0`` once ``info["won"]``): the
+                    shaping term is the decrease of the expert's remaining plan length
+                    (needs a backend with an expert).
 ``subgoal``         ``Φ = number of distinct subgoals reached``: from ``info["subgoals"]``
                     when the backend reports it, else from a subgoal detector registered for
                     the backend (:func:`register_subgoal_detector`; ``"ALFWorld"`` ships).
@@ -39,6 +40,31 @@ Two forms:
 * ``potential_based=False`` — the raw signal ``Φ(s') - Φ(s)`` each turn (plan-length
   decrease, +1 per new subgoal, -1 per invalid action, ``f``): denser, but it can change the
   optimal policy (e.g. the agent may prefer collecting subgoals to finishing).
+
+**When each signal is safe, and what it measured here** (issue 40; docs/trainer.md, "Process
+reward: what collapsed training"):
+
+* ``expert_progress`` — safe when the backend's expert plan is a shortest path to the *goal*
+  and ``info["won"]`` marks the win (then the winning turn is paid, ``Φ = 0``; before this fix the
+  toy envs' final plan ``["open red door"]`` made the winning door earn 0, the same as the wrong
+  one).  It cannot see a wrong irreversible move coming: opening the wrong door leaves the plan
+  as it was (0), and only the trainer's loss rule charges it.  Measured with the trainer's old
+  raw credit (no group normalisation), coefficient 0.5 under ``mix``: KeyDoor 5 seeds, held-out
+  Pass@(1,T=2) 64.8 vs 77.2 without it; KeyDoorRooms 3 seeds, 0.8 vs 15.4 (collapse).  With the
+  winning turn paid and the credit group-normalised: see the paired study in docs/trainer.md.
+* ``subgoal`` — safe when every solution passes through the subgoals (a count that only grows;
+  the raw form pays each distinct subgoal once).  Not measured in training here.
+* ``invalid_penalty`` — a penalty only (``Φ`` never rises): safe where an invalid action is a
+  wasted turn and nothing else; it says nothing about progress.  Not measured in training here.
+* a callable (e.g. a learned PRM) — as safe as the model; ``Φ`` is its running sum, so a scorer
+  that pays every turn something pays long episodes more (group normalisation in the trainer
+  charges that back).  Not measured here.
+
+Whatever the signal, a trainer must give the process credit a baseline: added raw to the
+outcome advantage it moves every turn of a group without a win (whose outcome advantage is 0)
+and credits each turn with all the progress after it, dithering turns included — the
+mechanism of the KeyDoorRooms collapse.  The trainer normalises it within the group
+(``process_reward_norm="group"``, :func:`agentgym_budget.train.grpo.turn_credits`).
 
 Order with :class:`~agentgym_budget.wrappers.TurnBudget`: both orders give the same rewards
 for ``end_potential="terminated"``.  We recommend ``ProcessReward(TurnBudget(env))`` — the
@@ -104,7 +130,12 @@ class ProcessSignal(Protocol):
 
 
 class ExpertProgress:
-    """``Φ = -len(info["expert_plan"])``: progress is the expert's remaining plan getting shorter."""
+    """``Φ = -len(info["expert_plan"])``: progress is the expert's remaining plan getting shorter; ``Φ = 0`` on a win.
+
+    A won game has no plan left, whatever ``expert_plan`` still lists: the toy envs keep the plan
+    of their final state (``["open red door"]`` after opening it), so without this the winning
+    turn earned no progress — the same 0 as opening the wrong door (issue 40's trace).
+    """
 
     def reset(self, obs: Any, info: dict[str, Any]) -> float:
         return self._potential(info)
@@ -114,6 +145,8 @@ class ExpertProgress:
 
     @staticmethod
     def _potential(info: dict[str, Any]) -> float:
+        if info.get("won"):
+            return 0.0
         plan = info.get("expert_plan")
         if plan is None:
             raise KeyError(
