@@ -52,6 +52,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+#: How the results files' ``peak_bytes`` were measured (``_reset_peak_rss`` and ``_status_bytes``).
+PEAK_BYTES_METHOD = ("peak RSS (VmHWM, reset via /proc/self/clear_refs) during the timed runs minus RSS before "
+                     "them, one fresh process per variant")
 VARIANTS = ("naive", "fused", "fused+compile")
 
 
@@ -246,7 +249,7 @@ def run_model(args: argparse.Namespace) -> None:
 
     from agentgym_budget.policies.hf import load_model_and_tokenizer
 
-    from provenance import provenance
+    from provenance import provenance, write_results
 
     started = provenance(sys.argv)
     torch.set_num_threads(args.threads or torch.get_num_threads())
@@ -301,19 +304,15 @@ def run_model(args: argparse.Namespace) -> None:
                       f"{row['peak_bytes'] / 1e6:>10.0f} {row['logits_bytes_computed'] / 1e6:>12.0f} "
                       f"{rel_t:>9.2f}x {rel_m:>9.2f}x {agrees:>7}", flush=True)
     if args.json_out:
-        record = {"provenance": {**started, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
-                  "model": args.model, "vocab": vocab, "hidden": hidden_size,
-                  "dtype": "float32", "chunk": args.chunk, "repeats": args.repeats, "threads": torch.get_num_threads(),
-                  "tolerance": {"logp_entropy_atol": ATOL, "grad_rtol_of_max": GRAD_RTOL},
-                  "peak_bytes_method": "peak RSS (VmHWM, reset via /proc/self/clear_refs) during the timed runs "
-                                       "minus RSS before them, one fresh process per variant",
-                  "logits_bytes_computed_means": "one float32 logits buffer of the largest shape the variant "
-                                                 "builds (full-logits: S*L rows; naive: S*R rows; fused: "
-                                                 "min(chunk, S*R) rows) x vocab x 4 bytes",
-                  "rows": results}
-        out = Path(args.json_out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(record, indent=2) + "\n")
+        out = write_results(args.json_out, started, {
+            "model": args.model, "vocab": vocab, "hidden": hidden_size, "dtype": "float32", "chunk": args.chunk,
+            "repeats": args.repeats, "threads": torch.get_num_threads(),
+            "tolerance": {"logp_entropy_atol": ATOL, "grad_rtol_of_max": GRAD_RTOL},
+            "peak_bytes_method": PEAK_BYTES_METHOD,
+            "logits_bytes_computed_means": "one float32 logits buffer of the largest shape the variant builds "
+                                           "(full-logits: S*L rows; naive: S*R rows; fused: min(chunk, S*R) rows) "
+                                           "x vocab x 4 bytes",
+            "rows": results})
         print(f"wrote {out}")
 
 
@@ -353,7 +352,7 @@ def main() -> None:
 
     import torch
 
-    from provenance import provenance
+    from provenance import provenance, write_results
 
     started = provenance(sys.argv)
     devices = args.devices.split(",") if args.devices else ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
@@ -378,15 +377,10 @@ def main() -> None:
             print(f"{device:<6} {variant:<14} {row['time_s']:>9.3f} {row['peak_bytes'] / 1e9:>10.3f} "
                   f"{rel_t:>10.2f}x {rel_m:>10.2f}x", flush=True)
     if args.json_out:
-        record = {"provenance": {**started, "load_average_end": [round(x, 2) for x in os.getloadavg()]},
-                  "tokens": args.tokens, "hidden": args.hidden, "vocab": args.vocab, "chunk": args.chunk,
-                  "repeats": args.repeats, "dtype": args.dtype, "warmup_eager": args.warmup_eager,
-                  "peak_bytes_method": "peak RSS (VmHWM, reset via /proc/self/clear_refs) during the timed runs "
-                                       "minus RSS before them, one fresh process per variant",
-                  "rows": results}
-        out = Path(args.json_out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(record, indent=2) + "\n")
+        out = write_results(args.json_out, started, {
+            "tokens": args.tokens, "hidden": args.hidden, "vocab": args.vocab, "chunk": args.chunk,
+            "repeats": args.repeats, "dtype": args.dtype, "warmup_eager": args.warmup_eager,
+            "peak_bytes_method": PEAK_BYTES_METHOD, "rows": results})
         print(f"wrote {out}")
 
 
