@@ -4,7 +4,8 @@ Issue 35's performance table, in one run (one process, the same machine state fo
 
 1. **The machine's float32 GEMM rate** at the run's thread count: a square ``n x n`` matmul (the
    peak) and the model's own decode shape (``rows x hidden`` times ``hidden x intermediate``, the
-   MLP's up projection) at 1, 8 and 32 rows.
+   MLP's up projection) at 1, 8 and 32 rows, once with one weight hot in cache and once
+   *streamed* (a different weight each call, ~256 MB in all, as a decode step reads its layers).
 2. **The local backend** (``hf`` policy, ``model="smollm2"``: the GGUF de-quantised to float32,
    transformers, the project's batched decode with per-episode KV reuse) on KeyDoor's held-out
    split with the documented best prompt, greedy, at 1, 8 and 32 episodes in flight: turns/s,
@@ -56,28 +57,37 @@ PROMPT_OPTIONS: dict[str, Any] = {"prompt": "action", "stop": ["\n", ","], "max_
 
 
 # -- the GEMM rate ----------------------------------------------------------------------------------
-def matmul_rate(rows: int, inner: int, cols: int, seconds: float = 1.0) -> float:
-    """GFLOP/s of ``[rows, inner] @ [inner, cols]`` in float32: the best of repeated timed blocks."""
+def matmul_rate(rows: int, inner: int, cols: int, seconds: float = 1.0, weights: int = 1) -> float:
+    """GFLOP/s of ``[rows, inner]`` times an ``[inner, cols]`` weight in float32, the best of timed blocks.
+
+    ``weights`` > 1: a different weight each call, cycling (as ``nn.Linear`` stores them, ``[cols, inner]``),
+    so that each is read from memory as a model's decode step reads its layers' weights — not from cache.
+    """
     import torch
 
-    a, b = torch.randn(rows, inner), torch.randn(inner, cols)
+    x = torch.randn(rows, inner)
+    matrices = [torch.randn(cols, inner) for _ in range(weights)]
     flops = 2.0 * rows * inner * cols
-    per_block = max(1, int(2e8 / flops))  # each timed block ~0.2 GFLOP, so the timer's resolution does not matter
-    for _ in range(3):
-        torch.mm(a, b)  # warm-up: allocation, packing routines
+    per_block = max(weights, int(2e8 / flops))  # each timed block >= ~0.2 GFLOP and every weight once
+    for matrix in matrices[:3]:
+        torch.nn.functional.linear(x, matrix)  # warm-up: allocation, packing routines
     best, deadline = 0.0, time.perf_counter() + seconds
     while time.perf_counter() < deadline:
         start = time.perf_counter()
-        for _ in range(per_block):
-            torch.mm(a, b)
+        for call in range(per_block):
+            torch.nn.functional.linear(x, matrices[call % weights])
         best = max(best, per_block * flops / (time.perf_counter() - start))
     return best / 1e9
 
 
 def gemm_rates(hidden: int, intermediate: int, row_counts: list[int], square: int) -> dict[str, float]:
+    """The peak (a square GEMM) and the decode shape per row count, hot in cache and streamed from memory."""
+    streamed = max(2, int(256e6 / (4 * hidden * intermediate)))  # ~256 MB of weights: more than any cache here
     rates = {f"square_{square}": matmul_rate(square, square, square, seconds=2.0)}
     for rows in row_counts:
         rates[f"decode_shape_rows_{rows}"] = matmul_rate(rows, hidden, intermediate)
+        rates[f"decode_shape_rows_{rows}_streamed"] = matmul_rate(rows, hidden, intermediate, seconds=2.0,
+                                                                  weights=streamed)
     return rates
 
 
