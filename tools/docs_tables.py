@@ -652,8 +652,8 @@ def smollm2_perf_table(path: Path | None = None) -> str:
     peak = max(value for key, value in gemm.items() if key.startswith("square_"))
     lines = ["| backend | in flight | episodes / turns | wall s | turns/s | tokens run/s (prompt run + generated) | "
              "GFLOP/s over the run (share of GEMM peak) | decode steps: GFLOP/s (share of peak; of the decode shape's "
-             "rate, weights streamed) | time outside llama.cpp's timings |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "rate, weights streamed) | time outside llama.cpp's timings | our process, CPU-ms per turn |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for backend, rows in (("local (`hf`, fp32)", facts["local"]), ("llama.cpp `llama-server` (Q4_1)", facts["served"])):
         for level, row in rows.items():
             tokens = (row["prompt_tokens_run"] + row["completion_tokens"]) / row["wall_s"]
@@ -668,7 +668,8 @@ def smollm2_perf_table(path: Path | None = None) -> str:
             if row.get("outside_share") is not None:
                 outside = f"{100 * row['outside_share']:.1f} % of {row['requests']} requests' latency"
             lines.append(f"| {backend} | {level} | {row['episodes']} / {row['turns']} | {row['wall_s']:.1f} | "
-                         f"{row['turns'] / row['wall_s']:.2f} | {tokens:.0f} | {run} | {decode} | {outside} |")
+                         f"{row['turns'] / row['wall_s']:.2f} | {tokens:.0f} | {run} | {decode} | {outside} | "
+                         f"{1000 * row['cpu_s'] / row['turns']:.0f} |")
     rates = ", ".join(f"{key.replace('_', ' ')} {value:.1f}" for key, value in gemm.items())
     local, served = facts["local"], facts["served"]
     ratios = [f"llama.cpp / local turns/s at {level} in flight: "
