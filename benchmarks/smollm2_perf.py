@@ -6,8 +6,10 @@ Issue 35's performance table, in one run (one process, the same machine state fo
    peak) and the model's own decode shape (``rows x hidden`` times ``hidden x intermediate``, the
    MLP's up projection) at 1, 8 and 32 rows, once with one weight hot in cache and once
    *streamed* (a different weight each call, ~256 MB in all, as a decode step reads its layers).
-2. **The local backend** (``hf`` policy, ``model="smollm2"``: the GGUF de-quantised to float32,
-   transformers, the project's batched decode with per-episode KV reuse) on KeyDoor's held-out
+2. **The local backend** (``hf`` policy, ``model="smollm2"``: the GGUF de-quantised to float32 — and
+   the same weights cast to bfloat16, ``model_kwargs={"dtype": torch.bfloat16}``, with the GEMM rates
+   of that dtype beside them —, transformers, the project's batched decode with per-episode KV reuse)
+   on KeyDoor's held-out
    split with the documented best prompt, greedy, at 1, 8 and 32 episodes in flight: turns/s,
    tokens/s, and its FLOP/s as a share of the GEMM rate — over the whole run and over the
    decode steps alone.  FLOPs are counted by ``torch.utils.flop_counter.FlopCounterMode`` on a
@@ -57,16 +59,17 @@ PROMPT_OPTIONS: dict[str, Any] = {"prompt": "action", "stop": ["\n", ","], "max_
 
 
 # -- the GEMM rate ----------------------------------------------------------------------------------
-def matmul_rate(rows: int, inner: int, cols: int, seconds: float = 1.0, weights: int = 1) -> float:
-    """GFLOP/s of ``[rows, inner]`` times an ``[inner, cols]`` weight in float32, the best of timed blocks.
+def matmul_rate(rows: int, inner: int, cols: int, seconds: float = 1.0, weights: int = 1,
+                dtype: str = "float32") -> float:
+    """GFLOP/s of ``[rows, inner]`` times an ``[inner, cols]`` weight in ``dtype``, the best of timed blocks.
 
     ``weights`` > 1: a different weight each call, cycling (as ``nn.Linear`` stores them, ``[cols, inner]``),
     so that each is read from memory as a model's decode step reads its layers' weights — not from cache.
     """
     import torch
 
-    x = torch.randn(rows, inner)
-    matrices = [torch.randn(cols, inner) for _ in range(weights)]
+    x = torch.randn(rows, inner, dtype=getattr(torch, dtype))
+    matrices = [torch.randn(cols, inner, dtype=x.dtype) for _ in range(weights)]
     flops = 2.0 * rows * inner * cols
     per_block = max(weights, int(2e8 / flops))  # each timed block >= ~0.2 GFLOP and every weight once
     for matrix in matrices[:3]:
@@ -80,14 +83,14 @@ def matmul_rate(rows: int, inner: int, cols: int, seconds: float = 1.0, weights:
     return best / 1e9
 
 
-def gemm_rates(hidden: int, intermediate: int, row_counts: list[int], square: int) -> dict[str, float]:
+def gemm_rates(hidden: int, intermediate: int, row_counts: list[int], square: int, dtype: str) -> dict[str, float]:
     """The peak (a square GEMM) and the decode shape per row count, hot in cache and streamed from memory."""
-    streamed = max(2, int(256e6 / (4 * hidden * intermediate)))  # ~256 MB of weights: more than any cache here
-    rates = {f"square_{square}": matmul_rate(square, square, square, seconds=2.0)}
+    streamed = max(2, int(256e6 / (4 * hidden * intermediate)))  # >= ~128 MB of weights: more than any cache here
+    rates = {f"square_{square}": matmul_rate(square, square, square, seconds=2.0, dtype=dtype)}
     for rows in row_counts:
-        rates[f"decode_shape_rows_{rows}"] = matmul_rate(rows, hidden, intermediate)
+        rates[f"decode_shape_rows_{rows}"] = matmul_rate(rows, hidden, intermediate, dtype=dtype)
         rates[f"decode_shape_rows_{rows}_streamed"] = matmul_rate(rows, hidden, intermediate, seconds=2.0,
-                                                                  weights=streamed)
+                                                                  weights=streamed, dtype=dtype)
     return rates
 
 
@@ -149,15 +152,15 @@ class StepClock:
         self.reused_tokens = self.backend.reused_tokens
 
 
-def local_rows(levels: list[int], episodes: dict[int, int], turns: int, threads: int) -> tuple[dict, dict]:
-    """The local backend at each number of episodes in flight; also the model's shape for the GEMM rates."""
+def local_rows(levels: list[int], episodes: dict[int, int], turns: int, threads: int, dtype: str) -> tuple[dict, dict]:
+    """The local backend (weights in ``dtype``) at each number of episodes in flight; also the model's shape."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
 
     from agentgym_budget.policies import make_policy
 
     torch.set_num_threads(threads)
-    policy = make_policy("hf", model="smollm2", **PROMPT_OPTIONS)
+    policy = make_policy("hf", model="smollm2", model_kwargs={"dtype": getattr(torch, dtype)}, **PROMPT_OPTIONS)
     backend = policy.backend
     config = backend.model.config
     shape = {"hidden": config.hidden_size, "intermediate": config.intermediate_size, "layers": config.num_hidden_layers,
@@ -187,7 +190,8 @@ def local_rows(levels: list[int], episodes: dict[int, int], turns: int, threads:
             "decode_cpu_s": step["cpu"], "flops": flops, "decode_flops": step_flops,
             "replay_identical": replay["records"] == timed["records"],
         }
-        print(f"local, {level} in flight: " + summary(rows[level]), flush=True)
+        rows[level]["actions"] = [record.actions for record in timed["records"]]
+        print(f"local {dtype}, {level} in flight: " + summary(rows[level]), flush=True)
     return rows, shape
 
 
@@ -304,6 +308,7 @@ def served_rows(binary: Path, levels: list[int], episodes: dict[int, int], turns
             "prompt_tokens_run": clock.prompt_n, "completion_tokens": timed["completion_tokens"],
             "server_predicted_tokens": clock.predicted_n, "latency_ms": latency_ms, "server_ms": clock.server_ms,
             "outside_share": (latency_ms - clock.server_ms) / latency_ms if latency_ms else None,
+            "actions": [record.actions for record in timed["records"]],
         }
         print(f"llama-server, {level} slots: " + summary(rows[level]), flush=True)
     return rows
@@ -316,6 +321,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--turns", type=int, default=4, help="turn budget of every episode")
     parser.add_argument("--threads", type=int, default=2, help="torch threads and llama.cpp threads")
     parser.add_argument("--square", type=int, default=2048, help="size of the square GEMM (the peak rate)")
+    parser.add_argument("--dtypes", default="float32,bfloat16",
+                        help="weight dtypes of the local rows, comma-separated (float32: the trainer's numerics)")
     parser.add_argument("--llama-server", type=Path, default=None, help="the C++ llama-server binary")
     parser.add_argument("--ctx-per-slot", type=int, default=2048)
     parser.add_argument("--skip-served", action="store_true")
@@ -334,13 +341,20 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     import agentgym_budget  # noqa: F401  (registers the envs)
 
     torch.set_num_threads(args.threads)
-    local, shape = local_rows(levels, episodes, args.turns, args.threads)
-    gemm = gemm_rates(shape["hidden"], shape["intermediate"], levels, args.square)  # after the model: the same state
-    print("GEMM GFLOP/s: " + ", ".join(f"{k} {v:.1f}" for k, v in gemm.items()), flush=True)
+    local, gemm, shape = {}, {}, {}
+    for dtype in args.dtypes.split(","):
+        local[dtype], shape = local_rows(levels, episodes, args.turns, args.threads, dtype)
+        gemm[dtype] = gemm_rates(shape["hidden"], shape["intermediate"], levels, args.square, dtype)
+        print(f"GEMM GFLOP/s, {dtype}: " + ", ".join(f"{k} {v:.1f}" for k, v in gemm[dtype].items()), flush=True)
     served = {} if args.skip_served else served_rows(args.llama_server, levels, episodes, args.turns, args.threads,
                                                      args.ctx_per_slot)
+    if "float32" in local:  # do cheaper weights (bfloat16, llama.cpp's Q4_1) play the same greedy episodes?
+        for rows in [*local.values(), served]:
+            for level, row in rows.items():
+                row["same_actions_as_float32"] = sum(
+                    mine == reference for mine, reference in zip(row["actions"], local["float32"][level]["actions"]))
     results = {"settings": {"env": ENV_ID, "env_kwargs": ENV_KWARGS, "prompt": PROMPT_OPTIONS, "turns": args.turns,
-                            "threads": args.threads, "in_flight": levels, "episodes": episodes,
+                            "threads": args.threads, "in_flight": levels, "episodes": episodes, "dtypes": list(local),
                             "torch": torch.__version__, "llama_server": str(args.llama_server)},
                "model": shape, "gemm_gflops": gemm, "local": local, "served": served}
     if args.out:

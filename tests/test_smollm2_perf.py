@@ -68,15 +68,20 @@ def test_one_local_run_counts_flops_on_an_identical_replay_and_feeds_the_docs_ta
     from tools.docs_tables import smollm2_perf_table
 
     smollm2_perf.main(["--in-flight", "1,2", "--episodes", "1,2", "--turns", "1", "--square", "128",
-                       "--threads", "1", "--skip-served", "--out", str(tmp_path)])
+                       "--threads", "1", "--dtypes", "float32,bfloat16", "--skip-served", "--out", str(tmp_path)])
     facts = json.loads((tmp_path / "results.json").read_text())
     assert facts["provenance"]["command"].startswith("python benchmarks/smollm2_perf.py --in-flight 1,2")
-    for level, episodes in (("1", 1), ("2", 2)):
-        row = facts["local"][level]
-        assert row["episodes"] == episodes and row["turns"] == episodes  # T=1: one turn each
-        assert row["replay_identical"] is True
-        assert 0 < row["decode_flops"] < row["flops"]
-        assert row["decode_rows"] >= row["decode_steps"] > 0
+    assert set(facts["local"]) == set(facts["gemm_gflops"]) == {"float32", "bfloat16"}
+    for dtype in ("float32", "bfloat16"):
+        for level, episodes in (("1", 1), ("2", 2)):
+            row = facts["local"][dtype][level]
+            assert row["episodes"] == episodes and row["turns"] == episodes  # T=1: one turn each
+            assert row["replay_identical"] is True
+            assert 0 < row["decode_flops"] < row["flops"]
+            assert row["decode_rows"] >= row["decode_steps"] > 0
+            assert 0 <= row["same_actions_as_float32"] <= episodes
+    assert facts["local"]["float32"]["2"]["same_actions_as_float32"] == 2  # float32 against itself
     assert facts["model"]["hidden"] == 576 and facts["served"] == {}
     table = smollm2_perf_table(tmp_path / "results.json")
-    assert table.count("| local (`hf`, fp32) |") == 2 and "records identical to the timed run: yes" in table
+    assert table.count("| local (`hf`, float32) |") == 2 and table.count("| local (`hf`, bfloat16) |") == 2
+    assert "records identical to the timed run: yes" in table

@@ -642,46 +642,51 @@ def smollm2_rl_runs_table(folder: Path | None = None) -> str:
     return "\n".join([*lines, "", *sources])
 
 def smollm2_perf_table(path: Path | None = None) -> str:
-    """SmolLM2 on this CPU (``benchmarks/smollm2_perf.py``): local backend and llama.cpp per level in flight,
-    FLOP/s against the GEMM rate measured in the same run, llama.cpp's time outside its own timings."""
+    """SmolLM2 on this CPU (``benchmarks/smollm2_perf.py``): the local backend per weight dtype and llama.cpp per
+    level in flight, FLOP/s against the same dtype's GEMM rates measured in the same run, llama.cpp's time outside
+    its own timings, and how many greedy episodes each plays as the float32 local backend does."""
     path = path or DATA / "smollm2-perf" / "results.json"
     if not path.is_file():
         return "(no docs/data/smollm2-perf/results.json yet)"
     facts = json.loads(path.read_text(encoding="utf-8"))
     gemm, settings = facts["gemm_gflops"], facts["settings"]
-    peak = max(value for key, value in gemm.items() if key.startswith("square_"))
     lines = ["| backend | in flight | episodes / turns | wall s | turns/s | tokens run/s (prompt run + generated) | "
-             "GFLOP/s over the run (share of GEMM peak) | decode steps: GFLOP/s (share of peak; of the decode shape's "
-             "rate, weights streamed) | time outside llama.cpp's timings | our process, CPU-ms per turn |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for backend, rows in (("local (`hf`, fp32)", facts["local"]), ("llama.cpp `llama-server` (Q4_1)", facts["served"])):
+             "GFLOP/s over the run (share of the dtype's GEMM peak) | decode steps: GFLOP/s (share of peak; of the "
+             "decode shape's rate, weights streamed) | time outside llama.cpp's timings | our process, CPU-ms per turn "
+             "| greedy episodes as float32 plays them |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    backends = [(f"local (`hf`, {dtype})", rows, gemm[dtype]) for dtype, rows in facts["local"].items()]
+    backends.append(("llama.cpp `llama-server` (Q4_1)", facts["served"], None))
+    for label, rows, rates in backends:
         for level, row in rows.items():
             tokens = (row["prompt_tokens_run"] + row["completion_tokens"]) / row["wall_s"]
             run = decode = outside = "–"
-            if "flops" in row:
+            if rates is not None:
+                peak = max(value for key, value in rates.items() if key.startswith("square_"))
                 rate = row["flops"] / row["wall_s"] / 1e9
                 step = row["decode_flops"] / row["decode_wall_s"] / 1e9 if row["decode_wall_s"] else 0.0
-                shape = gemm.get(f"decode_shape_rows_{level}_streamed")
+                shape = rates.get(f"decode_shape_rows_{level}_streamed")
                 run = f"{rate:.1f} ({100 * rate / peak:.0f} %)"
                 decode = f"{step:.1f} ({100 * step / peak:.0f} %; " + (
                     f"{100 * step / shape:.0f} %)" if shape else "n/a)")
             if row.get("outside_share") is not None:
                 outside = f"{100 * row['outside_share']:.1f} % of {row['requests']} requests' latency"
-            lines.append(f"| {backend} | {level} | {row['episodes']} / {row['turns']} | {row['wall_s']:.1f} | "
+            same = row.get("same_actions_as_float32")
+            same_text = "–" if same is None else f"{same} of {row['episodes']}"
+            lines.append(f"| {label} | {level} | {row['episodes']} / {row['turns']} | {row['wall_s']:.1f} | "
                          f"{row['turns'] / row['wall_s']:.2f} | {tokens:.0f} | {run} | {decode} | {outside} | "
-                         f"{1000 * row['cpu_s'] / row['turns']:.0f} |")
-    rates = ", ".join(f"{key.replace('_', ' ')} {value:.1f}" for key, value in gemm.items())
-    local, served = facts["local"], facts["served"]
-    ratios = [f"llama.cpp / local turns/s at {level} in flight: "
-              f"{(served[level]['turns'] / served[level]['wall_s']) / (local[level]['turns'] / local[level]['wall_s']):.2f}x"
-              for level in local if level in served]
-    first, last = next(iter(local)), list(local)[-1]
-    scaling = (f"local turns/s at {last} in flight / at {first}: "
-               f"{(local[last]['turns'] / local[last]['wall_s']) / (local[first]['turns'] / local[first]['wall_s']):.2f}x")
-    identical = all(row["replay_identical"] for row in local.values())
+                         f"{1000 * row['cpu_s'] / row['turns']:.0f} | {same_text} |")
+    rates_text = "; ".join(f"{dtype}: " + ", ".join(f"{key.replace('_', ' ')} {value:.1f}" for key, value in rates.items())
+                           for dtype, rates in gemm.items())
+    turn_rate = {label: {level: row["turns"] / row["wall_s"] for level, row in rows.items()} for label, rows, _ in backends}
+    served = turn_rate.pop("llama.cpp `llama-server` (Q4_1)")
+    ratios = [f"llama.cpp / {label} turns/s: " + ", ".join(
+        f"{served[level] / rate:.2f}x at {level}" for level, rate in rates_by_level.items() if level in served)
+        for label, rates_by_level in turn_rate.items()]
+    identical = all(row["replay_identical"] for rows in facts["local"].values() for row in rows.values())
     source = facts["provenance"]
-    lines += ["", f"GEMM rate (float32, {settings['threads']} threads, GFLOP/s, same run): {rates}. {scaling}; "
-                  + "; ".join(ratios) + f". FLOP counts from a replay of each local row: records identical to the "
+    lines += ["", f"GEMM rates (GFLOP/s, {settings['threads']} threads, same run) — {rates_text}. "
+                  + "; ".join(ratios) + ". FLOP counts from a replay of each local row: records identical to the "
                   f"timed run: {'yes' if identical else 'NO'}.",
               "", f"From `docs/data/smollm2-perf/results.json`: `{source.get('command', '?')}` at commit "
                   f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
