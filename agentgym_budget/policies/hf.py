@@ -219,10 +219,11 @@ class HFChatBackend:
         self._weights_version: int | None = None
         self.reused_tokens = self.prompt_tokens_run = 0  # how much of the prompts the cache spared
         self._static = bool(compile)  # the compiled step needs the static layout (BatchKVCache(static=True))
-        self._decode_step = model
-        if compile:
-            compiled_model = compiled(model, dynamic=True)  # rows and cache width symbolic: see the module docstring
-            self._decode_step = lambda **inputs: _with_packed_decode_attention(model, compiled_model, inputs)
+        # Eager too: transformers' own sdpa hands a one-token query to the CPU kernel with enable_gqa, which
+        # in bfloat16 took 2.4x the CPU of the grouped call (SmolLM2, 32 rows: 6.1 vs 2.5 s of decode steps;
+        # float32 the same either way): benchmarks/smollm2_perf.py, docs/evaluation.md.
+        step = compiled(model, dynamic=True) if compile else model  # compiled: rows and cache width symbolic
+        self._decode_step = lambda **inputs: _with_packed_decode_attention(model, step, inputs)
 
     def fit(self, conversation: Sequence[Message]) -> list[int]:
         """The prompt ids of ``conversation`` under the context limit (oldest turns dropped first)."""
@@ -531,19 +532,21 @@ def _packed_decode_attention_name() -> str:
     transformers = require("transformers", "llm", "the hf policy")
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    # bound here, not imported in the traced function: an import there would break the compiled graph
-    sdpa = require("torch", "llm", "the hf policy").nn.functional.scaled_dot_product_attention
+    # bound here, not imported in the traced function: an import there would break the compiled graph; the
+    # function is looked up in the module at each call, so a profiler that swaps it in sees these calls too
+    functional = require("torch", "llm", "the hf policy").nn.functional
     name = "agentgym_packed_decode"
     transformers.AttentionInterface.register(
-        name, functools.partial(_packed_decode_attention, sdpa=sdpa, other_queries=sdpa_attention_forward))
+        name, functools.partial(_packed_decode_attention, functional=functional, other_queries=sdpa_attention_forward))
     return name
 
 
-def _packed_decode_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, *, sdpa: Any,
+def _packed_decode_attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any, *, functional: Any,
                              other_queries: Any, scaling: float | None = None, **kwargs: Any) -> tuple[Any, None]:
     """transformers' ``sdpa`` attention, with a one-token query's heads grouped by the key-value head they share.
 
-    transformers groups them so only when not compiling; under ``torch.compile`` its ``sdpa``
+    Eager, transformers passes the query's heads as they are with ``enable_gqa=True``, a slow path of
+    the CPU kernel in bfloat16; under ``torch.compile`` its ``sdpa``
     copies every key and value once per query head that shares it (``repeat_kv``): a copy of
     the whole cache per layer and step, which the static layout's full-width keys make the
     larger part of a compiled step (on the tiny model, whose 4 query heads share 2 key-value
@@ -555,7 +558,7 @@ def _packed_decode_attention(module: Any, query: Any, key: Any, value: Any, atte
         return other_queries(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
     rows, heads, _, dim = query.shape
     grouped = query.reshape(rows, heads // groups, groups, dim)
-    out = sdpa(grouped, key, value, attn_mask=attention_mask, scale=scaling)
+    out = functional.scaled_dot_product_attention(grouped, key, value, attn_mask=attention_mask, scale=scaling)
     return out.reshape(rows, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
 
 
