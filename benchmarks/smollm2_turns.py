@@ -90,6 +90,12 @@ def main(argv: list[str] | None = None) -> dict:
             counts[turn.state_key][kind] += 1
             if kind == "no command":
                 invalid[tokenizer.decode(turn.action_ids, skip_special_tokens=True)] += 1
+    summary = Path(args.model) / "sft.json"  # an SFT output folder: what made it
+    if summary.exists():
+        sft = json.loads(summary.read_text())
+        facts["sft"] = {"source": sft["config"]["source"], "episodes": sft["episodes"], "turns": sft["turns"],
+                        "steps": sft["config"]["steps"], "batch_size": sft["config"]["batch_size"],
+                        "reply_loss_after": sft["reply_loss_after"]}
     facts["episodes"] = len(episodes)
     facts["won"] = sum(e.won for e in episodes)
     facts["lost"] = sum(e.lost for e in episodes)
