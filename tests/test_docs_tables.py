@@ -172,9 +172,11 @@ def _rl_seed(folder, seed, curve):
     updates = [{"update_episodes": 16, "cpu_rollout_seconds": 30.0, "cpu_update_seconds": 30.0}] * 4
     rl = {"updates": updates, "mean_cpu_seconds_per_update": cpu, "cpu_seconds_per_turn": 0.5,
           "rl_pass1": curve[-1], "held_out_curve": [{"update": 2 * i, "pass1": v} for i, v in enumerate(curve)]}
+    sft = {"turns": 166, "reply_loss_after": 0.2, "config": {"source": "random", "steps": 40, "batch_size": 8}}
     (folder / f"rl-seed{seed}").mkdir()
     (folder / f"rl-seed{seed}" / "results.json").write_text(json.dumps(
-        {"rl": rl, "settings": {"seed": seed, "updates": 4, "eval_t": 2, "eval_tasks": 32, "budget": "mix:2,3,4"},
+        {"rl": rl, "sft": sft, "settings": {"seed": seed, "updates": 4, "eval_t": 2, "eval_tasks": 32,
+                                            "budget": "mix:2,3,4", "train_arg": ["advantage=gigpo"]},
          "provenance": {"command": f"python r{seed}"}}))
 
 
@@ -184,11 +186,12 @@ def test_the_smollm2_rl_seeds_table_counts_the_seeds_that_learned_and_averages_t
     _rl_seed(tmp_path, 2, [0.25, 0.75, 0.8125])
     table = docs_tables.smollm2_rl_seeds_table(tmp_path)
     assert "**2 of 3**" in table and "last values 0.88, 0.50, 0.81" in table
-    assert "| 4 | 0.73 [0.23, 1.00] | 0.88, 0.50, 0.81 (3 seeds) |" in table
-    assert "| 0 | 0.08 [0.00, 0.44] | 0.00, 0.00, 0.25 (3 seeds) |" in table
+    assert "| 4 | 0.73 [0.23, 1.00] | 0.88, 0.50, 0.81 |" in table
+    assert "| 0 | 0.08 [0.00, 0.44] | 0.00, 0.00, 0.25 |" in table
     assert "6.0 in all, 0.50 per turn" in table
     row = docs_tables.smollm2_rl_table_row(tmp_path)
     assert row["seeds"] == 3 and row["successes"] == 70 and row["updates"] == [4] and row["cpu_minutes"] == 4.0
+    assert row["advantage"] == "GiGPO" and row["sft"] == "SFT random: 166 turns, 40 steps × 8, reply loss 0.20"
     assert docs_tables.smollm2_rl_table_row(tmp_path / "none") is None
 
 

@@ -533,7 +533,7 @@ def smollm2_adapters_table(folder: Path | None = None) -> str:
     return "\n".join(rows + [""] + sources)
 #: The real-model table's rows in reading order (a row file's name without ``.json``; an RL row is
 #: ``<start>+rl-<arm>-seed<N>`` and sorts after the start it trained from).
-SMOLLM2_ROW_ORDER = ("zero-shot", "sft-format", "sft-expert")
+SMOLLM2_ROW_ORDER = ("zero-shot", "sft-format", "sft-format-40-steps", "sft-expert")
 
 
 def smollm2_table_rows(folder: Path | None = None) -> list[dict[str, Any]]:
@@ -571,7 +571,7 @@ def smollm2_table() -> str:
         if rl["t"] in ts:
             cells[ts.index(rl["t"])] = (f"{rl['mean']:.2f}{interval} "
                                         f"({rl['successes']}/{rl['tasks'] * rl['seeds']} pooled)")
-        lines.append(f"| sft-format+rl-mix ({rl['seeds']} seeds) | the RL runs' format SFT; then GRPO {rl['budget']}: "
+        lines.append(f"| sft-format+rl-mix ({rl['seeds']} seeds) | {rl['sft']}; then {rl['advantage']} {rl['budget']}: "
                      f"{'/'.join(str(u) for u in rl['updates'])} updates, {rl['episodes']:.0f} episodes, "
                      f"{rl['cpu_minutes']:.1f} CPU-min per seed | " + " | ".join(cells)
                      + f" | {rl['tasks']} per seed |")
@@ -705,6 +705,13 @@ def smollm2_rl_probes_table() -> str:
 SMOLLM2_LEARNED_AT = 0.8
 
 
+def _advantage_name(settings: dict[str, Any]) -> str:
+    """The run's advantage estimator as written in the docs (``--train-arg advantage=...``; GRPO by default)."""
+    passed = dict(item.split("=", 1) for item in settings.get("train_arg", []) if "=" in item)
+    name = passed.get("advantage", "grpo").strip().strip('"')
+    return {"grpo": "GRPO", "gigpo": "GiGPO", "rloo": "RLOO"}.get(name, name)
+
+
 def smollm2_rl_seeds(folder: Path | None = None) -> list[dict[str, Any]]:
     """The results files of the seeds of the chosen GRPO configuration (``docs/data/smollm2-rl/rl-seed*/``)."""
     folder = folder or DATA / "smollm2-rl"
@@ -729,7 +736,7 @@ def smollm2_rl_seeds_table(folder: Path | None = None) -> str:
         low, high = t_interval(values)
         interval = "" if low is None else f" [{max(low, 0.0):.2f}, {min(high, 1.0):.2f}]"
         lines.append(f"| {update} | {sum(values) / len(values):.2f}{interval} | "
-                     f"{', '.join(f'{v:.2f}' for v in values)} ({len(values)} seeds) |")
+                     f"{', '.join(f'{v:.2f}' for v in values)} |")
     parts = ("rollout", "old_logprobs", "ref_logprobs", "forward", "backward", "optimizer")
     cpu = {part: sum(f["rl"]["mean_cpu_seconds_per_update"][f"cpu_{part}_seconds"] for f in seeds) / len(seeds)
            for part in parts}
@@ -754,7 +761,10 @@ def smollm2_rl_table_row(folder: Path | None = None) -> dict[str, Any] | None:
     finals = [facts["rl"]["rl_pass1"] for facts in seeds]
     low, high = t_interval(finals)
     updates = sorted({len(f["rl"]["updates"]) for f in seeds})
-    return {"t": settings["eval_t"], "mean": sum(finals) / len(finals), "t95": (low, high), "seeds": len(seeds),
+    sft = seeds[0]["sft"]
+    return {"t": settings["eval_t"], "advantage": _advantage_name(settings),
+            "sft": f"SFT {sft['config']['source']}: {sft['turns']} turns, {sft['config']['steps']} steps × "
+                   f"{sft['config']['batch_size']}, reply loss {sft['reply_loss_after']:.2f}", "mean": sum(finals) / len(finals), "t95": (low, high), "seeds": len(seeds),
             "tasks": settings["eval_tasks"], "successes": round(sum(v * settings["eval_tasks"] for v in finals)),
             "budget": settings["budget"], "updates": updates,
             "episodes": sum(sum(u["update_episodes"] for u in f["rl"]["updates"]) for f in seeds) / len(seeds),
