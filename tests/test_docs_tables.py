@@ -153,13 +153,55 @@ def test_the_smollm2_rl_runs_table_shows_how_far_each_run_got(tmp_path):
     cpu = {f"cpu_{part}_seconds": value for part, value in
            (("rollout", 12.7), ("old_logprobs", 0.0), ("ref_logprobs", 0.0), ("forward", 7.7), ("backward", 1.6),
             ("optimizer", 0.005))}
-    updates = [{"update_episodes": 16, "cpu_rollout_seconds": 13.2, "cpu_update_seconds": 9.0}] * 10
+    updates = [{"update_episodes": 16, "cpu_rollout_seconds": 13.2, "cpu_update_seconds": 9.0,
+                "success_rate": 0.25 if i < 5 else 0.5} for i in range(10)]
     rl = {"updates": updates, "mean_cpu_seconds_per_update": cpu,
           "cpu_seconds_per_turn": 0.463, "held_out_curve": [{"update": 0, "pass1": 0.0625}, {"update": 5, "pass1": 0.125}]}
     (tmp_path / "rl-seed3").mkdir()
     (tmp_path / "rl-seed3" / "results.json").write_text(json.dumps(
         {"rl": rl, "settings": {"updates": 20, "eval_t": 2, "eval_tasks": 32}, "provenance": {"command": "python r"}}))
     table = docs_tables.smollm2_rl_runs_table(tmp_path)
-    assert ("| rl-seed3 | 10 (20) | 160 | 3.7 | T=2, 32 tasks: 0: 0.06, 5: 0.12 | 12.7 / 7.7 / 1.6 / 0.0 | 0.46 |"
-            in table)
+    assert ("| rl-seed3 | 10 (20) | 160 | 3.7 | 0.25 → 0.50 | T=2, 32 tasks: 0: 0.06, 5: 0.12 | 12.7 / 7.7 / 1.6 / 0.0 "
+            "| 0.46 |" in table)
     assert "`python r`" in table
+
+
+def _rl_seed(folder, seed, curve):
+    cpu = {f"cpu_{part}_seconds": 1.0 for part in
+           ("rollout", "old_logprobs", "ref_logprobs", "forward", "backward", "optimizer")}
+    updates = [{"update_episodes": 16, "cpu_rollout_seconds": 30.0, "cpu_update_seconds": 30.0}] * 4
+    rl = {"updates": updates, "mean_cpu_seconds_per_update": cpu, "cpu_seconds_per_turn": 0.5,
+          "rl_pass1": curve[-1], "held_out_curve": [{"update": 2 * i, "pass1": v} for i, v in enumerate(curve)]}
+    sft = {"turns": 166, "reply_loss_after": 0.2, "config": {"source": "random", "steps": 40, "batch_size": 8}}
+    (folder / f"rl-seed{seed}").mkdir()
+    (folder / f"rl-seed{seed}" / "results.json").write_text(json.dumps(
+        {"rl": rl, "sft": sft, "settings": {"seed": seed, "updates": 4, "eval_t": 2, "eval_tasks": 32,
+                                            "budget": "mix:2,3,4", "train_arg": ["advantage=gigpo"]},
+         "provenance": {"command": f"python r{seed}"}}))
+
+
+def test_the_smollm2_rl_seeds_table_counts_the_seeds_that_learned_and_averages_their_curves(tmp_path):
+    _rl_seed(tmp_path, 0, [0.0, 0.5, 0.875])
+    _rl_seed(tmp_path, 1, [0.0, 0.25, 0.5])
+    _rl_seed(tmp_path, 2, [0.25, 0.75, 0.8125])
+    table = docs_tables.smollm2_rl_seeds_table(tmp_path)
+    assert "**2 of 3**" in table and "last values 0.88, 0.50, 0.81" in table
+    assert "| 4 | 0.73 [0.23, 1.00] | 0.88, 0.50, 0.81 |" in table
+    assert "| 0 | 0.08 [0.00, 0.44] | 0.00, 0.00, 0.25 |" in table
+    assert "6.0 in all, 0.50 per turn" in table
+    row = docs_tables.smollm2_rl_table_row(tmp_path)
+    assert row["seeds"] == 3 and row["successes"] == 70 and row["updates"] == [4] and row["cpu_minutes"] == 4.0
+    assert row["advantage"] == "GiGPO" and row["sft"] == "SFT random: 166 turns, 40 steps × 8, reply loss 0.20"
+    assert docs_tables.smollm2_rl_table_row(tmp_path / "none") is None
+
+
+def test_the_smollm2_turns_table_shows_each_states_commands_with_their_shares(tmp_path):
+    facts = {"settings": {"model": "runs/sft-random"}, "provenance": {"command": "python t"},
+             "sft": {"source": "random", "turns": 166, "steps": 12, "batch_size": 8, "reply_loss_after": 0.26},
+             "by_state": {"no key": {"take key": 3, "task's door": 33, "other door": 57, "no command": 7}},
+             "won": 0, "episodes": 32, "no_command_replies": [["Action action", 2]]}
+    (tmp_path / "turns-sft-random.json").write_text(json.dumps(facts))
+    table = docs_tables.smollm2_turns_table(tmp_path)
+    assert ("| `runs/sft-random` | random: 166 turns, 12 steps × 8, reply loss 0.26 | no key | 3 (0.03) | 33 (0.33) | "
+            "57 (0.57) | 7 (0.07) | 0 / 32 |") in table
+    assert "`Action action` × 2" in table and "`python t`" in table

@@ -533,7 +533,7 @@ def smollm2_adapters_table(folder: Path | None = None) -> str:
     return "\n".join(rows + [""] + sources)
 #: The real-model table's rows in reading order (a row file's name without ``.json``; an RL row is
 #: ``<start>+rl-<arm>-seed<N>`` and sorts after the start it trained from).
-SMOLLM2_ROW_ORDER = ("zero-shot", "sft-format", "sft-expert")
+SMOLLM2_ROW_ORDER = ("zero-shot", "sft-format", "sft-format-40-steps", "sft-expert")
 
 
 def smollm2_table_rows(folder: Path | None = None) -> list[dict[str, Any]]:
@@ -563,6 +563,18 @@ def smollm2_table() -> str:
                                                   f"{cell['wilson95'][1]:.2f}] ({cell['successes']}/{cell['tasks']})")
         tasks = max(cell["tasks"] for cell in row["held_out_pass1"].values())
         lines.append(f"| {row['row']} | {_smollm2_training(row)} | " + " | ".join(cells) + f" | {tasks} |")
+    rl = smollm2_rl_table_row()
+    if rl is not None:  # the seeds of docs/data/smollm2-rl/rl-seed*/ (their last held-out evaluation)
+        cells = ["–"] * len(ts)
+        low, high = rl["t95"]
+        interval = "" if low is None else f" [{max(low, 0.0):.2f}, {min(high, 1.0):.2f}] t-CI over seeds"
+        if rl["t"] in ts:
+            cells[ts.index(rl["t"])] = (f"{rl['mean']:.2f}{interval} "
+                                        f"({rl['successes']}/{rl['tasks'] * rl['seeds']} pooled)")
+        lines.append(f"| sft-format+rl-mix ({rl['seeds']} seeds) | {rl['sft']}; then {rl['advantage']} {rl['budget']}: "
+                     f"{'/'.join(str(u) for u in rl['updates'])} updates, {rl['episodes']:.0f} episodes, "
+                     f"{rl['cpu_minutes']:.1f} CPU-min per seed | " + " | ".join(cells)
+                     + f" | {rl['tasks']} per seed |")
     lines.append("")
     for row in rows:
         source = row["provenance"]
@@ -570,6 +582,9 @@ def smollm2_table() -> str:
                      f"{' (uncommitted changes)' if source.get('dirty') else ''}, load average {_load(source)} on "
                      f"{source.get('cpus', '?')} CPUs, {source.get('utc', '?')} "
                      f"(`docs/data/smollm2-table/{row['row']}.json`).")
+    if rl is not None:
+        lines.append("- sft-format+rl-mix: the last held-out evaluation of each seed in "
+                     "`docs/data/smollm2-rl/rl-seed*/results.json` (commands in the runs' table below).")
     return "\n".join(lines)
 
 
@@ -614,16 +629,18 @@ def smollm2_step_cost_table(path: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def smollm2_rl_runs_table(folder: Path | None = None) -> str:
-    """Per GRPO run of ``benchmarks/smollm2_rl.py`` (``docs/data/smollm2-rl/rl-seed*/results.json``): how far it
-    got, its held-out curve and the mean CPU seconds of each part of an update."""
+def smollm2_rl_runs_table(folder: Path | None = None, pattern: str = "rl-seed*/results.json") -> str:
+    """Per GRPO run of ``benchmarks/smollm2_rl.py`` (``docs/data/smollm2-rl/rl-seed*/results.json``; the probes:
+    ``pattern="probes/*/results.json"``): how far it got, its training success, its held-out curve and the mean
+    CPU seconds of each part of an update."""
     folder = folder or DATA / "smollm2-rl"
-    paths = sorted(folder.glob("rl-seed*/results.json"))
+    paths = sorted(folder.glob(pattern))
     if not paths:
-        return "(no docs/data/smollm2-rl/rl-seed*/results.json yet)"
-    lines = ["| run | updates (planned) | episodes | CPU-min of updates | held-out Pass@(1,T) by update | "
-             "CPU-s per update: rollout / forward / backward / optimizer | CPU-s per turn |",
-             "|---|---|---|---|---|---|---|"]
+        return f"(no docs/data/smollm2-rl/{pattern} yet)"
+    lines = ["| run | updates (planned) | episodes | CPU-min of updates | training success: first 5 → last 5 updates "
+             "| held-out Pass@(1,T) by update | CPU-s per update: rollout / forward / backward / optimizer | "
+             "CPU-s per turn |",
+             "|---|---|---|---|---|---|---|---|"]
     sources = []
     for path in paths:
         facts = json.loads(path.read_text(encoding="utf-8"))
@@ -633,11 +650,12 @@ def smollm2_rl_runs_table(folder: Path | None = None) -> str:
         cpu_minutes = sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in updates) / 60
         curve = ", ".join(f"{point['update']}: {point['pass1']:.2f}" for point in rl["held_out_curve"])
         parts = " / ".join(f"{cpu[f'cpu_{part}_seconds']:.1f}" for part in ("rollout", "forward", "backward", "optimizer"))
-        lines.append(f"| {path.parent.name} | {len(updates)} ({settings['updates']}) | {episodes} | "
-                     f"{cpu_minutes:.1f} | T={settings['eval_t']}, {settings['eval_tasks']} tasks: "
-                     f"{curve} | {parts} | {rl['cpu_seconds_per_turn']:.2f} |")
+        name = path.parent.relative_to(folder).as_posix()
+        lines.append(f"| {name} | {len(updates)} ({settings['updates']}) | {episodes} | "
+                     f"{cpu_minutes:.1f} | {_training_success(updates)} | T={settings['eval_t']}, "
+                     f"{settings['eval_tasks']} tasks: {curve} | {parts} | {rl['cpu_seconds_per_turn']:.2f} |")
         source = facts["provenance"]
-        sources.append(f"- {path.parent.name}: `{source.get('command', '?')}` at commit "
+        sources.append(f"- {name}: `{source.get('command', '?')}` at commit "
                        f"`{str(source.get('commit', '?'))[:10]}`, load average {_load(source)}, {source.get('utc', '?')}.")
     return "\n".join([*lines, "", *sources])
 
@@ -696,6 +714,118 @@ def smollm2_perf_table(path: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def _training_success(updates: list[dict[str, Any]], window: int = 5) -> str:
+    """The mean training success of the first and the last ``window`` updates (``"–"`` without the metric)."""
+    rates = [u["success_rate"] for u in updates if "success_rate" in u]
+    if not rates:
+        return "–"
+    first, last = rates[:window], rates[-window:]
+    return f"{sum(first) / len(first):.2f} → {sum(last) / len(last):.2f}"
+
+
+def smollm2_turns_table(folder: Path | None = None) -> str:
+    """Per ``benchmarks/smollm2_turns.py`` file (``docs/data/smollm2-rl/turns-*.json``): each state's commands."""
+    folder = folder or DATA / "smollm2-rl"
+    paths = sorted(folder.glob("turns-*.json"))
+    if not paths:
+        return "(no docs/data/smollm2-rl/turns-*.json yet)"
+    kinds = ("take key", "task's door", "other door", "no command")
+    lines = ["| model | SFT | state | " + " | ".join(kinds) + " | won / episodes |",
+             "|---|---|---|" + "---|" * len(kinds) + "---|"]
+    sources = []
+    for path in paths:
+        facts = json.loads(path.read_text(encoding="utf-8"))
+        sft = facts.get("sft")
+        made = "–" if sft is None else (f"{sft['source']}: {sft['turns']} turns, {sft['steps']} steps × "
+                                        f"{sft['batch_size']}, reply loss {sft['reply_loss_after']:.2f}")
+        for state, counts in facts["by_state"].items():
+            total = sum(counts.values())
+            cells = " | ".join(f"{counts[kind]} ({counts[kind] / total:.2f})" for kind in kinds)
+            lines.append(f"| `{facts['settings']['model']}` | {made} | {state} | {cells} | "
+                         f"{facts['won']} / {facts['episodes']} |")
+        sources.append(f"- `{path.name}`: `{facts['provenance'].get('command', '?')}` at commit "
+                       f"`{str(facts['provenance'].get('commit', '?'))[:10]}`; commands that are none: "
+                       + (", ".join(f"`{reply}` × {n}" for reply, n in facts["no_command_replies"][:5]) or "none")
+                       + ".")
+    return "\n".join([*lines, "", "Uniformly random admissible play: take key 1/3, each door 1/3.", "", *sources])
+
+
+def smollm2_rl_probes_table() -> str:
+    """:func:`smollm2_rl_runs_table` over the probes (``docs/data/smollm2-rl/probes/*/results.json``)."""
+    return smollm2_rl_runs_table(pattern="probes/*/results.json")
+
+
+#: A seed whose last held-out Pass@(1,T) reaches this has learned (issue 36's target at T = 2).
+SMOLLM2_LEARNED_AT = 0.8
+
+
+def _advantage_name(settings: dict[str, Any]) -> str:
+    """The run's advantage estimator as written in the docs (``--train-arg advantage=...``; GRPO by default)."""
+    passed = dict(item.split("=", 1) for item in settings.get("train_arg", []) if "=" in item)
+    name = passed.get("advantage", "grpo").strip().strip('"')
+    return {"grpo": "GRPO", "gigpo": "GiGPO", "rloo": "RLOO"}.get(name, name)
+
+
+def smollm2_rl_seeds(folder: Path | None = None) -> list[dict[str, Any]]:
+    """The results files of the seeds of the chosen GRPO configuration (``docs/data/smollm2-rl/rl-seed*/``)."""
+    folder = folder or DATA / "smollm2-rl"
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("rl-seed*/results.json"))]
+
+
+def smollm2_rl_seeds_table(folder: Path | None = None) -> str:
+    """Over the seeds: how many learned, the held-out curve's mean with its 95 % t-interval per evaluation, and the
+    mean CPU seconds of each part of an update."""
+    from agentgym_budget.eval.stats import t_interval
+
+    seeds = smollm2_rl_seeds(folder)
+    if not seeds:
+        return "(no docs/data/smollm2-rl/rl-seed*/results.json yet)"
+    t = seeds[0]["settings"]["eval_t"]
+    finals = [facts["rl"]["rl_pass1"] for facts in seeds]
+    learned = sum(value >= SMOLLM2_LEARNED_AT for value in finals)
+    points = sorted({p["update"] for facts in seeds for p in facts["rl"]["held_out_curve"]})
+    lines = [f"| held-out Pass@(1,T={t}) after update | mean over seeds [95 % t-CI] | per seed |", "|---|---|---|"]
+    for update in points:
+        values = [p["pass1"] for facts in seeds for p in facts["rl"]["held_out_curve"] if p["update"] == update]
+        low, high = t_interval(values)
+        interval = "" if low is None else f" [{max(low, 0.0):.2f}, {min(high, 1.0):.2f}]"
+        lines.append(f"| {update} | {sum(values) / len(values):.2f}{interval} | "
+                     f"{', '.join(f'{v:.2f}' for v in values)} |")
+    parts = ("rollout", "old_logprobs", "ref_logprobs", "forward", "backward", "optimizer")
+    cpu = {part: sum(f["rl"]["mean_cpu_seconds_per_update"][f"cpu_{part}_seconds"] for f in seeds) / len(seeds)
+           for part in parts}
+    per_turn = sum(f["rl"]["cpu_seconds_per_turn"] for f in seeds) / len(seeds)
+    lines += ["", f"**Seeds learned** (last held-out Pass@(1,T={t}) ≥ {SMOLLM2_LEARNED_AT}): **{learned} of "
+              f"{len(seeds)}** (seeds {', '.join(str(f['settings']['seed']) for f in seeds)}; last values "
+              f"{', '.join(f'{v:.2f}' for v in finals)}). CPU seconds per update, mean over seeds: "
+              + ", ".join(f"{part} {cpu[part]:.1f}" for part in parts)
+              + f"; {sum(cpu.values()):.1f} in all, {per_turn:.2f} per turn."]
+    return "\n".join(lines)
+
+
+def smollm2_rl_table_row(folder: Path | None = None) -> dict[str, Any] | None:
+    """The real-model table's "format SFT + RL mix" row from the seeds' results files: the last held-out
+    evaluation of each seed pooled (successes over tasks) and its mean over seeds with a 95 % t-interval."""
+    from agentgym_budget.eval.stats import t_interval
+
+    seeds = smollm2_rl_seeds(folder)
+    if not seeds:
+        return None
+    settings = seeds[0]["settings"]
+    finals = [facts["rl"]["rl_pass1"] for facts in seeds]
+    low, high = t_interval(finals)
+    updates = sorted({len(f["rl"]["updates"]) for f in seeds})
+    sft = seeds[0]["sft"]
+    return {"t": settings["eval_t"], "advantage": _advantage_name(settings),
+            "sft": f"SFT {sft['config']['source']}: {sft['turns']} turns, {sft['config']['steps']} steps × "
+                   f"{sft['config']['batch_size']}, reply loss {sft['reply_loss_after']:.2f}", "mean": sum(finals) / len(finals), "t95": (low, high), "seeds": len(seeds),
+            "tasks": settings["eval_tasks"], "successes": round(sum(v * settings["eval_tasks"] for v in finals)),
+            "budget": settings["budget"], "updates": updates,
+            "episodes": sum(sum(u["update_episodes"] for u in f["rl"]["updates"]) for f in seeds) / len(seeds),
+            "cpu_minutes": sum(sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in f["rl"]["updates"])
+                               for f in seeds) / len(seeds) / 60}
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -720,6 +850,9 @@ GENERATORS: dict[str, Generator] = {
     "smollm2-step-cost": smollm2_step_cost_table,
     "smollm2-rl-runs": smollm2_rl_runs_table,
     "smollm2-perf": smollm2_perf_table,
+    "smollm2-rl-probes": smollm2_rl_probes_table,
+    "smollm2-turns": smollm2_turns_table,
+    "smollm2-rl-seeds": smollm2_rl_seeds_table,
 }
 
 
