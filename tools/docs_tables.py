@@ -825,6 +825,30 @@ def smollm2_rl_table_row(folder: Path | None = None) -> dict[str, Any] | None:
             "cpu_minutes": sum(sum(u["cpu_rollout_seconds"] + u["cpu_update_seconds"] for u in f["rl"]["updates"])
                                for f in seeds) / len(seeds) / 60}
 
+def decode_attention_ab_table(path: Path | None = None) -> str:
+    """The eager decode attention A/B (``benchmarks/decode_attention_ab.py``): decode-step and run CPU seconds of
+    each path per dtype (two alternated runs each), their ratio, and whether both played the same actions."""
+    path = path or DATA / "smollm2-perf" / "decode-attention.json"
+    if not path.is_file():
+        return "(no docs/data/smollm2-perf/decode-attention.json yet)"
+    facts = json.loads(path.read_text(encoding="utf-8"))
+    lines = ["| weights | decode-step CPU-s: transformers' sdpa (`enable_gqa`) | grouped by key-value head | "
+             "grouped / sdpa | run CPU-s: sdpa / grouped | same greedy actions |", "|---|---|---|---|---|---|"]
+    for dtype, row in facts["dtypes"].items():
+        sdpa, grouped = row["paths"]["transformers_sdpa"], row["paths"]["grouped"]
+        mean = {name: sum(values) / len(values) for name, values in
+                (("sdpa", sdpa["decode_cpu_s"]), ("grouped", grouped["decode_cpu_s"]))}
+        lines.append(f"| {dtype} | {', '.join(f'{v:.2f}' for v in sdpa['decode_cpu_s'])} | "
+                     f"{', '.join(f'{v:.2f}' for v in grouped['decode_cpu_s'])} | {mean['grouped'] / mean['sdpa']:.2f} | "
+                     f"{', '.join(f'{v:.1f}' for v in sdpa['run_cpu_s'])} / "
+                     f"{', '.join(f'{v:.1f}' for v in grouped['run_cpu_s'])} | {row['same_actions']} of {row['episodes']} |")
+    settings, source = facts["settings"], facts["provenance"]
+    lines += ["", f"From `docs/data/smollm2-perf/decode-attention.json`: `{source.get('command', '?')}` at commit "
+                  f"`{str(source.get('commit', '?'))[:10]}`, load average {_load(source)}, {source.get('utc', '?')}; "
+                  f"{settings['episodes']} episodes in flight, T={settings['turns']}, {settings['threads']} thread, "
+                  f"alternated runs (A B A B)."]
+    return "\n".join(lines)
+
 
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
@@ -850,6 +874,7 @@ GENERATORS: dict[str, Generator] = {
     "smollm2-step-cost": smollm2_step_cost_table,
     "smollm2-rl-runs": smollm2_rl_runs_table,
     "smollm2-perf": smollm2_perf_table,
+    "decode-attention-ab": decode_attention_ab_table,
     "smollm2-rl-probes": smollm2_rl_probes_table,
     "smollm2-turns": smollm2_turns_table,
     "smollm2-rl-seeds": smollm2_rl_seeds_table,
