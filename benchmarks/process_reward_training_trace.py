@@ -92,7 +92,7 @@ def update_trace(config: Any, episodes: list[Any]) -> dict[str, Any]:
                                   failed=[e.failed for e in episodes]).tolist()
     credits = turn_credits(episodes, config.group_size, gamma, config.process_reward_norm)
     by_kind: dict[str, list[tuple[float, float, float]]] = defaultdict(list)  # (A, c*z, c*G)
-    turns, mismatches, outcome_terms, process_terms = 0, 0, [], []
+    turns, mismatches, outcome_terms, process_terms, totals = 0, 0, [], [], []
     door_turns = opened = opened_goal = 0
     for episode, advantage, to_go in zip(episodes, advantages, credits):
         kinds, bad = turn_kinds(config, episode)
@@ -103,8 +103,9 @@ def update_trace(config: Any, episodes: list[Any]) -> dict[str, Any]:
             for kind in mine:
                 by_kind[kind].append((advantage, coef * z, coef * g))
             turns += 1
-            outcome_terms.append(abs(advantage))
-            process_terms.append(abs(coef * g))
+            outcome_terms.append(advantage)
+            process_terms.append(coef * g)
+            totals.append(advantage + coef * g)
             if "stall_at_doors" in mine or mine & {"win_door", "loss_door"}:
                 door_turns += 1
                 opened += bool(mine & {"win_door", "loss_door"})
@@ -132,8 +133,11 @@ def update_trace(config: Any, episodes: list[Any]) -> dict[str, Any]:
     return {"turns": turns, "outcomes": outcomes, "kinds": kinds_out,
             "door_turns": door_turns, "door_open_rate": opened / max(door_turns, 1),
             "goal_door_share_of_opened": opened_goal / max(opened, 1),
-            "mean_abs_outcome_advantage": float(np.mean(outcome_terms)),
-            "mean_abs_process_credit": float(np.mean(process_terms)),
+            "mean_abs_outcome_advantage": float(np.mean(np.abs(outcome_terms))),
+            "mean_abs_process_credit": float(np.mean(np.abs(process_terms))),
+            # over every turn: where the update's level sits (a mean below 0 pushes most sampled turns down)
+            "mean_outcome_advantage": float(np.mean(outcome_terms)), "mean_process_credit": float(np.mean(process_terms)),
+            "mean_total_advantage": float(np.mean(totals)), "turns_pushed_up": float(np.mean(np.array(totals) > 0)),
             "groups_with_pooled_mean_reward_le_0": pooled_nonpositive / max(groups, 1),
             "replay_mismatches": mismatches}
 
@@ -146,7 +150,7 @@ def print_row(update: int, metrics: dict[str, float], trace: dict[str, Any]) -> 
           f"ent {metrics['entropy']:.2f} kl {metrics.get('kl', 0):.3f} | W/L/T {trace['outcomes']['win']}/"
           f"{trace['outcomes']['loss']}/{trace['outcomes']['timeout']} doors open {trace['door_open_rate']:.2f} "
           f"goal {trace['goal_door_share_of_opened']:.2f} | |A| {trace['mean_abs_outcome_advantage']:.2f} "
-          f"|cG| {trace['mean_abs_process_credit']:.2f} | " + " ".join(cell(kind) for kind in KINDS), flush=True)
+          f"|cG| {trace['mean_abs_process_credit']:.2f} mean cG {trace['mean_process_credit']:+.2f} | " + " ".join(cell(kind) for kind in KINDS), flush=True)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -156,6 +160,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--updates", type=int, default=60)
     parser.add_argument("--coef", type=float, default=0.5, help="process_reward_coef of mix+pr (the study's 0.5)")
+    parser.add_argument("--norm", default=None, choices=("none", "rewards", "group"),
+                        help="process_reward_norm (default: the trainer's)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="a TrainConfig override")
     parser.add_argument("--label", default=None, help="default rooms-training-<arm>-seed<s>")
     parser.add_argument("--out", default=None, help="default docs/data/process-reward-trace/<label>.json")
@@ -170,6 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     config = keydoor_smoke_config(seed=args.seed, env_id=args.env_id, budget=MIX[args.env_id],
                                   process_reward="expert_progress",
                                   process_reward_coef=args.coef if args.arm == "mix+pr" else 0.0,
+                                  **({"process_reward_norm": args.norm} if args.norm else {}),
                                   total_updates=args.updates, output_dir=tempfile.mkdtemp(prefix="pr_train_trace_"),
                                   **overrides)
     trainer = Trainer(config)
