@@ -717,7 +717,7 @@ GENERATORS: dict[str, Generator] = {
     "smollm2-step-cost": smollm2_step_cost_table,
     "smollm2-rl-runs": smollm2_rl_runs_table,
     "process-reward-study-rooms": lambda: process_reward_study_table(
-        DATA / "process-reward-study" / "keydoorrooms.json"),
+        DATA / "process-reward-study" / "keydoorrooms-seed0.json"),
     "process-reward-training-trace": process_reward_training_trace_table,
 }
 
