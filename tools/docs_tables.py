@@ -679,6 +679,7 @@ def process_reward_training_trace_table(traces: tuple[tuple[str, str], ...] = TR
             process = mean(lambda u: u["mean_process_credit"]) if "mean_process_credit" in ups[0] else mean(
                 lambda u: sum(k["share"] * k.get("process_credit", 0.0) for kind, k in u["kinds"].items()
                               if kind != "stall_at_doors"))
+            process = round(process, 2) + 0.0  # no "-0.00" for a credit that is 0 by construction
             rows.append(
                 f"| {label} | {first}-{last} | {mean(lambda u: u['metrics']['success_rate']):.2f} | "
                 f"{100 * mean(lambda u: u['metrics']['invalid_action_rate']):.0f} % | "
