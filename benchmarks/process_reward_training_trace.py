@@ -23,9 +23,10 @@ opened one, how often the opened one was the goal), the scale of the process ter
 outcome term, the share of groups whose pooled per-turn mean reward is <= 0 (where a turn that
 did nothing is credited >= 0), and the trainer's own metrics (success, invalid rate, entropy, KL).
 
-``--arm mix`` records the process signal but weights it 0 (``process_reward_coef=0``): the same
-training as outcome-only ``mix`` (the wrapper only adds ``info``; returns are the win), so the two
-arms' traces are comparable.  Written to ``--out`` (default
+``--arm mix`` records the process signal but weights it 0 (``process_reward_coef=0``): by
+construction outcome-only ``mix`` training (the wrapper only adds ``info``, returns are the win, the
+process term is multiplied by 0) — not checked run for run against a ``mix`` run, and not run here.
+``--norm rewards`` traces the credit before issue 40's second fix.  Written to ``--out`` (default
 ``docs/data/process-reward-trace/<label>.json``) with command, commit and load.
 
 Run::
