@@ -720,6 +720,8 @@ GENERATORS: dict[str, Generator] = {
     "process-reward-study-rooms": lambda: process_reward_study_table(
         DATA / "process-reward-study" / "keydoorrooms-seed0.json"),
     "process-reward-training-trace": process_reward_training_trace_table,
+    "process-reward-study-rooms-fixed": lambda: process_reward_study_table(
+        DATA / "process-reward-study" / "keydoorrooms-seed0-fixed.json"),
 }
 
 
