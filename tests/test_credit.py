@@ -117,7 +117,7 @@ def test_group_norm_credits_progress_relative_to_the_group_with_known_values():
     # mean 0.6, unbiased std sqrt(0.3); normalised 1 -> 0.4/s, 0 -> -0.6/s; then returns-to-go.
     win, timeout = _episode([1.0, 1.0], won=True), _episode([1.0, 0.0, 0.0])
     s = 0.3 ** 0.5
-    credits = turn_credits([win, timeout], group_size=2, norm="group")
+    credits = turn_credits([win, timeout], group_size=2, norm="rewards")
     assert credits[0] == pytest.approx([0.8 / s, 0.4 / s], rel=1e-5)
     assert credits[1] == pytest.approx([-0.8 / s, -1.2 / s, -0.6 / s], rel=1e-5)
     # norm="none" is each episode's own process_returns_to_go
@@ -128,11 +128,60 @@ def test_group_norm_applies_the_loss_rule_first_and_keeps_groups_apart():
     loss = _episode([1.0, 0.0], lost=True)  # loss rule: [1, -1]
     win = _episode([1.0, 1.0], won=True)
     same_a, same_b = _episode([1.0, 1.0]), _episode([1.0, 1.0])
-    credits = turn_credits([loss, win, same_a, same_b], group_size=2, norm="group")
+    credits = turn_credits([loss, win, same_a, same_b], group_size=2, norm="rewards")
     # group 1 pools 1, -1, 1, 1: mean 0.5, std 1 -> normalised 0.5, -1.5 | 0.5, 0.5 (eps aside)
     assert credits[0] == pytest.approx([-1.0, -1.5], rel=1e-5) and credits[1] == pytest.approx([1.0, 0.5], rel=1e-5)
     # group 2: every turn made the same progress -> no process credit at all
     assert credits[2] == [0.0, 0.0] and credits[3] == [0.0, 0.0]
+    # the default then standardises group 1's returns-to-go -1, -1.5, 1, 0.5 (mean -0.25) and leaves group 2 at 0
+    standard = turn_credits([loss, win, same_a, same_b], group_size=2)
+    spread = ((0.75**2 + 1.25**2 + 1.25**2 + 0.75**2) / 3) ** 0.5
+    assert standard[0] == pytest.approx([-0.75 / spread, -1.25 / spread], rel=1e-5)
+    assert standard[1] == pytest.approx([1.25 / spread, 0.75 / spread], rel=1e-5)
+    assert standard[2] == [0.0, 0.0] and standard[3] == [0.0, 0.0]
+
+
+def test_group_norm_standardises_the_returns_to_go_with_known_values():
+    # The win [1, 1] and timeout [1, 0, 0] above: returns-to-go of the normalised rewards
+    # (0.8, 0.4 | -0.8, -1.2, -0.6) / sqrt(0.3), then standardised over the 5 turns: mean -0.28,
+    # centred 1.08, 0.68, -0.52, -0.92, -0.32, unbiased std sqrt(2.848 / 4) (the 1/sqrt(0.3) cancels).
+    win, timeout = _episode([1.0, 1.0], won=True), _episode([1.0, 0.0, 0.0])
+    spread = (2.848 / 4) ** 0.5
+    credits = turn_credits([win, timeout], group_size=2)
+    assert credits[0] == pytest.approx([1.08 / spread, 0.68 / spread], rel=1e-5)
+    assert credits[1] == pytest.approx([-0.52 / spread, -0.92 / spread, -0.32 / spread], rel=1e-5)
+
+
+def test_group_norm_does_not_push_a_keydoorrooms_group_down_as_a_whole():
+    # Issue 40's KeyDoorRooms decline, on a hand-built group of its 4-room set-up (plan of 5 turns,
+    # budget 8): a win; a loss (wrong door, its progress forfeit by the loss rule); two timeouts
+    # that walk to the doors and then stall there (invalid actions).  Returns-to-go of per-turn
+    # normalised rewards count the end-of-episode penalties once per earlier turn: the credit
+    # averaged -0.97 per turn and pushed 20 of the 26 turns down, the win's door turn up by
+    # less than the stalls were pushed down.  Standardised, it has mean 0 over the group's turns.
+    group = [_episode([1.0] * 5, won=True), _episode([1.0] * 4 + [0.0], lost=True),
+             _episode([1.0] * 4 + [0.0] * 4), _episode([1.0] * 3 + [0.0] * 5)]
+    old = [g for episode in turn_credits(group, 4, norm="rewards") for g in episode]
+    assert sum(old) / len(old) == pytest.approx(-0.9749, abs=1e-3) and sum(g > 0 for g in old) == 6
+    credits = turn_credits(group, 4)
+    pooled = torch.tensor([g for episode in credits for g in episode], dtype=torch.float64)
+    assert float(pooled.mean()) == pytest.approx(0.0, abs=1e-9)
+    assert float(pooled.std()) == pytest.approx(1.0, rel=1e-5)
+    # the ranking within the group is kept: every turn of the win above every turn of the loss,
+    # the win's door turn above the stalls at the doors, the loss's door turn below them
+    win, loss, stall, _ = credits
+    assert min(win) > max(loss) and win[4] > max(stall[4:]) and loss[4] < min(stall[4:])
+
+
+@given(st.lists(st.lists(st.sampled_from([-1.0, 0.0, 1.0, 2.0]), min_size=1, max_size=8), min_size=2, max_size=5),
+       st.sampled_from([1.0, 0.9]))
+def test_group_norm_is_an_increasing_affine_map_of_the_rewards_credit_with_mean_zero(rewards, gamma):
+    episodes = [_episode(r) for r in rewards]
+    before = [g for e in turn_credits(episodes, len(episodes), gamma, norm="rewards") for g in e]
+    after = [g for e in turn_credits(episodes, len(episodes), gamma) for g in e]
+    assert sum(after) == pytest.approx(0.0, abs=1e-6)
+    for (a, b), (x, y) in zip(zip(before, before[1:]), zip(after, after[1:])):
+        assert (a < b - 1e-9) <= (x < y)  # order kept (ties aside)
 
 
 @given(st.lists(st.sampled_from([-1.0, 0.0, 1.0]), min_size=1, max_size=6), st.integers(1, 6))
@@ -149,7 +198,7 @@ def test_group_norm_charges_dithering_before_the_same_progress(progress, dither)
 
 
 def test_turn_credits_refuses_an_unknown_norm_and_a_broken_layout():
-    with pytest.raises(ValueError, match="norm must be 'none' or 'group'"):
+    with pytest.raises(ValueError, match=r"norm must be one of \('none', 'rewards', 'group'\)"):
         turn_credits([_episode([1.0])], 1, norm="z")
     with pytest.raises(ValueError, match=r"episodes must be \[groups \* 2\]"):
         turn_credits([_episode([1.0])], 2)

@@ -56,6 +56,22 @@ def test_the_process_reward_study_table_shows_every_seed_and_the_paired_rows(tmp
     assert "(no results file" in docs_tables.process_reward_study_table(tmp_path / "missing.json")
 
 
+def test_the_process_reward_training_trace_table_averages_each_phase_of_updates(tmp_path):
+    def update(n: int, success: float, opened: float, credit: float) -> dict:
+        return {"update": n, "metrics": {"success_rate": success, "invalid_action_rate": 0.1, "entropy": 0.2, "kl": 0.3},
+                "door_open_rate": opened, "goal_door_share_of_opened": 0.5, "mean_process_credit": credit,
+                "mean_abs_outcome_advantage": 0.4, "turns_pushed_up": 0.25, "kinds": {}}
+    report = {"arm": "mix+pr", "seed": 0, "cpu_seconds": 60, "provenance": {"command": "python t.py", "commit": "abc"},
+              "updates": [update(1, 0.2, 0.9, -0.4), update(2, 0.4, 0.7, -0.2), update(21, 0.1, 0.1, 0.0)]}
+    (tmp_path / "a.json").write_text(json.dumps(report))
+    lines = docs_tables.process_reward_training_trace_table((("a.json", "`x`"), ("b.json", "`y`")), tmp_path)
+    lines = lines.splitlines()
+    assert lines[2] == "| mix+pr, credit `x`, seed 0 | 1-20 | 0.30 | 10 % | 80 % | 50 % | -0.30 | 0.40 | 25 % | 0.20 | 0.30 |"
+    assert lines[3].startswith("| mix+pr, credit `x`, seed 0 | 21-40 | 0.10 |") and len(lines) == 7  # no 41-60 row
+    assert lines[4].startswith("| b.json | (no results file yet) |")
+    assert lines[-1].startswith("- `a.json`: `python t.py` at commit `abc`")
+
+
 def _use_data(monkeypatch, tmp_path, name: str, report: dict) -> None:
     """Point the generators at ``tmp_path`` holding ``report`` as ``docs/data/<name>``."""
     (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

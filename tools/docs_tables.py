@@ -121,7 +121,8 @@ def learning_check_table() -> str:
 
 def process_reward_study_table(path: Path | None = None) -> str:
     """Per seed and arm: held-out Pass@(1,T) and training success; then the means and the paired differences
-    over seeds, from ``docs/data/process-reward-study/keydoor.json`` (benchmarks/budgetmix_study.py --results)."""
+    over seeds, from ``docs/data/process-reward-study/keydoor.json`` or another file of that folder
+    (benchmarks/budgetmix_study.py --results)."""
     path = path or DATA / "process-reward-study" / "keydoor.json"
     if not path.exists():
         return f"(no results file {path.name} under {path.parent} yet)"
@@ -144,7 +145,7 @@ def process_reward_study_table(path: Path | None = None) -> str:
             f"{100 * c['diff']:+.1f} [{_points(c['ci_low'], True)}, {_points(c['ci_high'], True)}]"
             f"{'*' if c['significant'] else ''}" for c in map(by_t.get, map(str, ts))) + " |")
     source = report["provenance"]
-    rows += ["", f"From `docs/data/process-reward-study/keydoor.json`: `{source.get('command', '?')}` at commit "
+    rows += ["", f"From `docs/data/process-reward-study/{path.name}`: `{source.get('command', '?')}` at commit "
                  f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
                  f"{len(report['seeds'])} seeds x {report['updates']} updates, {report['eval_tasks']} held-out tasks x "
                  f"{report['eval_attempts']} attempts, load average {_load(source)} on {source.get('cpus', '?')} CPUs, "
@@ -850,6 +851,57 @@ def decode_attention_ab_table(path: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+#: The phases of a training trace's updates that :func:`process_reward_training_trace_table` averages over.
+TRACE_PHASES = ((1, 20), (21, 40), (41, 60))
+
+
+#: The KeyDoorRooms training traces and the credit each ran with (the first ran before commit 72815cb, when
+#: ``process_reward_norm="group"`` meant what ``"rewards"`` means now: its file says ``group``).
+TRACES = (("rooms-training-mix-pr-seed0.json", "`rewards` (then called `group`)"),
+          ("rooms-training-mix-pr-fixed-seed0.json", "`group` (returns-to-go standardised)"))
+
+
+def process_reward_training_trace_table(traces: tuple[tuple[str, str], ...] = TRACES,
+                                        folder: Path | None = None) -> str:
+    """Per training trace (benchmarks/process_reward_training_trace.py) and phase of updates: the means of the
+    training metrics and of what the credit told the learner (door decisions, the process credit per turn)."""
+    folder = folder or DATA / "process-reward-trace"
+    rows = ["| trace | updates | training success | invalid actions | turns at the doors that opened one | "
+            "opened door was the goal | mean process credit c·G per turn | mean abs. outcome advantage | "
+            "turns pushed up | entropy | KL to reference |", "|---|---|" + "---|" * 9]
+    sources = []
+    for name, credit in traces:
+        path = folder / name
+        if not path.exists():
+            rows.append(f"| {name} | (no results file yet) |" + " |" * 9)
+            continue
+        report = json.loads(path.read_text(encoding="utf-8"))
+        label = f"{report['arm']}, credit {credit}, seed {report['seed']}"
+        for first, last in TRACE_PHASES:
+            ups = [u for u in report["updates"] if first <= u["update"] <= last]
+            if not ups:
+                continue
+            mean = lambda get: float(sum(map(get, ups)) / len(ups))  # noqa: E731
+            pushed = (f"{100 * mean(lambda u: u['turns_pushed_up']):.0f} %" if "turns_pushed_up" in ups[0]
+                      else "n/a")
+            process = mean(lambda u: u["mean_process_credit"]) if "mean_process_credit" in ups[0] else mean(
+                lambda u: sum(k["share"] * k.get("process_credit", 0.0) for kind, k in u["kinds"].items()
+                              if kind != "stall_at_doors"))
+            process = round(process, 2) + 0.0  # no "-0.00" for a credit that is 0 by construction
+            rows.append(
+                f"| {label} | {first}-{last} | {mean(lambda u: u['metrics']['success_rate']):.2f} | "
+                f"{100 * mean(lambda u: u['metrics']['invalid_action_rate']):.0f} % | "
+                f"{100 * mean(lambda u: u['door_open_rate']):.0f} % | "
+                f"{100 * mean(lambda u: u['goal_door_share_of_opened']):.0f} % | {process:+.2f} | "
+                f"{mean(lambda u: u['mean_abs_outcome_advantage']):.2f} | {pushed} | "
+                f"{mean(lambda u: u['metrics']['entropy']):.2f} | {mean(lambda u: u['metrics']['kl']):.2f} |")
+        source = report["provenance"]
+        sources.append(f"- `{name}`: `{source.get('command', '?')}` at commit `{str(source.get('commit', '?'))[:10]}`"
+                       f"{' (uncommitted changes)' if source.get('dirty') else ''}, load average {_load(source)}, "
+                       f"{source.get('utc', '?')}; {report['cpu_seconds'] / 60:.1f} CPU-minutes.")
+    return "\n".join([*rows, "", *sources])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -878,6 +930,11 @@ GENERATORS: dict[str, Generator] = {
     "smollm2-rl-probes": smollm2_rl_probes_table,
     "smollm2-turns": smollm2_turns_table,
     "smollm2-rl-seeds": smollm2_rl_seeds_table,
+    "process-reward-study-rooms": lambda: process_reward_study_table(
+        DATA / "process-reward-study" / "keydoorrooms-seed0.json"),
+    "process-reward-training-trace": process_reward_training_trace_table,
+    "process-reward-study-rooms-fixed": lambda: process_reward_study_table(
+        DATA / "process-reward-study" / "keydoorrooms-seed0-fixed.json"),
 }
 
 

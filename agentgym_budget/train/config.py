@@ -132,8 +132,10 @@ class TrainConfig:
     process_gamma: float = 1.0
     """discount of the process returns-to-go ``G_i,t`` (1: undiscounted, the progress from turn t on)"""
     process_reward_norm: str = "group"
-    """``group``: each turn's process reward normalised by the mean and std over all turns of its group before the
-    returns-to-go (DeepSeekMath's process supervision); ``none``: raw (train/grpo.py ``turn_credits``)"""
+    """``group``: each turn's process reward normalised over all turns of its group, the returns-to-go taken, then
+    those standardised over the group's turns (mean 0: it moves credit between turns, never the group's level);
+    ``rewards``: the first normalisation only (DeepSeekMath's process supervision); ``none``: raw (train/grpo.py
+    ``turn_credits``)"""
 
     # -- loss -----------------------------------------------------------------------------
     epsilon_low: float = 0.2
@@ -240,7 +242,7 @@ class TrainConfig:
             if getattr(self, name) is None:
                 setattr(self, name, for_tiny if tiny else otherwise)
         _one_of("advantage", self.advantage, ("grpo", "rloo", "gigpo"))
-        _one_of("process_reward_norm", self.process_reward_norm, ("none", "group"))
+        _one_of("process_reward_norm", self.process_reward_norm, ("none", "rewards", "group"))
         _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean", "episode-mean"))
         _one_of("bf16", self.bf16, ("auto", "on", "off"))
         _one_of("compile", self.compile, ("auto", "on", "off"))

@@ -6,7 +6,8 @@
 * :func:`process_returns_to_go` — per turn, the (discounted) sum of the process rewards from
   that turn on, with the loss rule below; :func:`turn_credits` — the same for a batch of
   groups, by default (``process_reward_norm="group"``) over the process rewards normalised by
-  the mean and std of all turns of the episode's group, as DeepSeekMath §4.1.3 does.
+  the mean and std of all turns of the episode's group, as DeepSeekMath §4.1.3 does, then the
+  returns-to-go themselves standardised over the group's turns (mean 0, spread 1).
 * :func:`turn_samples` — every turn of every episode becomes one sample: its prompt tokens
   (masked out of the loss) followed by its sampled action tokens (in the loss), carrying
   its **per-turn advantage** ``A_i,t = Â_i + c * G_i,t``: the group-normalised *outcome*
@@ -31,7 +32,11 @@ nor above a timeout without progress.  **Group normalisation** (issue 40): witho
 advantage) every turn followed by progress, invalid ones included, is pushed up, and the longer
 an episode dithers before progressing the more turns are credited; normalised, a turn's reward
 counts relative to the group's mean per-turn progress, so dithering turns are charged and a
-group whose turns all progressed alike gets no process credit.
+group whose turns all progressed alike gets no process credit.  The returns-to-go of those
+normalised rewards are then standardised over the group's turns (issue 40, KeyDoorRooms): a
+return-to-go counts every reward after its turn, so the negative rewards at the episodes' ends
+were counted once per earlier turn and the credit averaged well below 0 — it pushed down nearly
+every sampled turn; standardised, it only moves credit between the group's turns.
 * :func:`action_logprobs` — log-probs and entropies of a micro-batch's action tokens, from
   the model's final hidden states through :func:`~agentgym_budget.train.kernels.token_logprobs`
   (only action positions go through the LM head).
@@ -53,7 +58,7 @@ import torch
 from agentgym_budget.train.kernels import token_logprobs, token_logprobs_reference
 from agentgym_budget.train.rollout import Episode
 
-__all__ = ["TurnSample", "action_logprobs", "collate", "group_advantages", "loss_rule",
+__all__ = ["PROCESS_NORMS", "TurnSample", "action_logprobs", "collate", "group_advantages", "loss_rule",
            "process_returns_to_go", "turn_credits", "turn_samples"]
 
 
@@ -144,13 +149,23 @@ def turn_credits(episodes: Sequence[Episode], group_size: int, gamma: float = 1.
                  eps: float = 1e-6) -> list[list[float]]:
     """Per episode, per turn: the process return-to-go the learner credits (before the coefficient ``c``).
 
-    ``norm="none"``: :func:`process_returns_to_go` of the episode's own rewards.  ``norm="group"``
+    ``norm="none"``: :func:`process_returns_to_go` of the episode's own rewards.  ``norm="rewards"``
     (DeepSeekMath §4.1.3's process supervision): every turn's reward, after the loss rule, is
     normalised by the mean and std of the rewards of *all* turns of its group (the G episodes
     on the same task and budget), ``(r - mean) / (std + eps)``, and the return-to-go is taken over
-    the normalised rewards — so progress is credited relative to what the group made, a group
-    whose turns all made the same progress gets no process credit, and ``c`` is in units of the
-    group's spread, like the outcome advantage.  Failed episodes (no turns) add nothing.
+    the normalised rewards — so progress is credited relative to what the group made and a turn
+    that made no progress is charged the group's mean progress.  ``norm="group"`` (the default)
+    then standardises those returns-to-go over all turns of the group, ``(G - mean) / (std + eps)``,
+    so that the process credit of every group has mean 0 and spread 1 over its turns, like the
+    outcome advantage over its episodes: it moves credit between turns but cannot push a whole
+    group's turns down (or up), and ``c`` is a share of one spread.  Why (issue 40): a return-to-go
+    over zero-mean rewards is not zero-mean — turn ``t`` counts every reward after it, so what
+    comes at the episodes' ends (a loss's forfeit, turns stalled at the doors, a timeout's idle
+    turns) is counted once per earlier turn; on KeyDoorRooms the ``rewards`` credit averaged
+    -0.2 to -0.5 per turn (``c = 0.5``) in every update, which pushed down nearly every sampled
+    turn — door commands included — until the policy stopped opening doors.  A group whose
+    turns all made the same progress gets no process credit under either normalisation.
+    Failed episodes (no turns) add nothing.
 
     Example:
         >>> from agentgym_budget.train.rollout import Episode, Turn
@@ -158,25 +173,40 @@ def turn_credits(episodes: Sequence[Episode], group_size: int, gamma: float = 1.
         ...     return Episode(0, "t", 4, [Turn([1], [2], "x", r) for r in rewards])
         >>> turn_credits([episode(1.0, 1.0), episode(1.0, 0.0)], group_size=2, norm="none")
         [[2.0, 1.0], [1.0, 0.0]]
-        >>> [[round(g, 3) for g in e] for e in turn_credits([episode(1.0, 1.0), episode(1.0, 0.0)], group_size=2)]
+        >>> [[round(g, 3) for g in e] for e in turn_credits([episode(1.0, 1.0), episode(1.0, 0.0)], 2, norm="rewards")]
         [[1.0, 0.5], [-1.0, -1.5]]
+        >>> [[round(g, 3) for g in e] for e in turn_credits([episode(1.0, 1.0), episode(1.0, 0.0)], group_size=2)]
+        [[1.05, 0.63], [-0.63, -1.05]]
     """
-    if norm not in ("none", "group"):
-        raise ValueError(f"process reward norm must be 'none' or 'group', got {norm!r}")
+    if norm not in PROCESS_NORMS:
+        raise ValueError(f"process reward norm must be one of {PROCESS_NORMS}, got {norm!r}")
     if len(episodes) % group_size:
         raise ValueError(f"episodes must be [groups * {group_size}], got {len(episodes)}")
     rewards = [loss_rule([turn.process_reward for turn in e.turns], e.lost, gamma) for e in episodes]
-    if norm == "group":
-        for start in range(0, len(rewards), group_size):
-            pooled = torch.tensor([r for episode in rewards[start:start + group_size] for r in episode],
-                                  dtype=torch.float64)
-            if pooled.numel() == 0:
-                continue
-            mean = float(pooled.mean())
-            std = float(pooled.std()) if pooled.numel() > 1 else 0.0  # unbiased, as group_advantages
-            for index in range(start, start + group_size):
-                rewards[index] = [(r - mean) / (std + eps) for r in rewards[index]]
-    return [_returns_to_go(r, gamma) for r in rewards]
+    if norm == "none":
+        return [_returns_to_go(r, gamma) for r in rewards]
+    credits = []
+    for start in range(0, len(rewards), group_size):
+        group = rewards[start:start + group_size]
+        group = _standardised(group, eps)  # the rewards, over the group's turns
+        group = [_returns_to_go(r, gamma) for r in group]
+        credits += _standardised(group, eps) if norm == "group" else group  # then the returns-to-go
+    return credits
+
+
+#: ``turn_credits``'s normalisations of the process credit (``TrainConfig.process_reward_norm``).
+PROCESS_NORMS = ("none", "rewards", "group")
+
+
+def _standardised(values: list[list[float]], eps: float) -> list[list[float]]:
+    """``(v - mean) / (std + eps)`` with the mean and (unbiased, as :func:`group_advantages`) std
+    of all the values of the nested lists; unchanged when there are none."""
+    pooled = torch.tensor([v for row in values for v in row], dtype=torch.float64)
+    if pooled.numel() == 0:
+        return values
+    mean = float(pooled.mean())
+    std = float(pooled.std()) if pooled.numel() > 1 else 0.0
+    return [[(v - mean) / (std + eps) for v in row] for row in values]
 
 
 @dataclass

@@ -51,7 +51,16 @@ reward: what collapsed training"):
   as it was (0), and only the trainer's loss rule charges it.  Measured with the trainer's old
   raw credit (no group normalisation), coefficient 0.5 under ``mix``: KeyDoor 5 seeds, held-out
   Pass@(1,T=2) 64.8 vs 77.2 without it; KeyDoorRooms 3 seeds, 0.8 vs 15.4 (collapse).  With the
-  winning turn paid and the credit group-normalised: see the paired study in docs/trainer.md.
+  winning turn paid and the rewards group-normalised (the credit now called ``"rewards"``):
+  KeyDoor 5 seeds, 74.2 vs 67.5 at T=2, no difference resolved; KeyDoorRooms (one seed, traced
+  during training) still declined — training success 0.29 → 0.12, doors no longer opened —
+  because the returns-to-go of normalised rewards averaged -0.2 to -0.5 per turn and pushed
+  nearly every sampled turn down.  With the trainer's default credit (returns-to-go standardised
+  per group), the same seed did not decline (training success 0.34 over its last 20 updates,
+  doors still opened; held-out Pass@(1,T=4/8) 12.5/60.0) — one seed, no interval; the paired
+  multi-seed KeyDoorRooms study was not run (docs/trainer.md).  Safe where the loss rule's charge
+  is wanted: a wrong irreversible move forfeits the episode's progress, so in a group without a
+  win it ranks opening a door below stalling at it (a true limit, kept).
 * ``subgoal`` — safe when every solution passes through the subgoals (a count that only grows;
   the raw form pays each distinct subgoal once).  Not measured in training here.
 * ``invalid_penalty`` — a penalty only (``Φ`` never rises): safe where an invalid action is a
@@ -63,8 +72,11 @@ reward: what collapsed training"):
 Whatever the signal, a trainer must give the process credit a baseline: added raw to the
 outcome advantage it moves every turn of a group without a win (whose outcome advantage is 0)
 and credits each turn with all the progress after it, dithering turns included — the
-mechanism of the KeyDoorRooms collapse.  The trainer normalises it within the group
-(``process_reward_norm="group"``, :func:`agentgym_budget.train.grpo.turn_credits`).
+mechanism of the KeyDoorRooms collapse — and the baseline must hold for the credit itself, not
+only for the rewards: returns-to-go of zero-mean rewards are not zero-mean (the KeyDoorRooms
+decline).  The trainer normalises the rewards within the group, then standardises the
+returns-to-go over the group's turns (``process_reward_norm="group"``,
+:func:`agentgym_budget.train.grpo.turn_credits`).
 
 Order with :class:`~agentgym_budget.wrappers.TurnBudget`: both orders give the same rewards
 for ``end_potential="terminated"``.  We recommend ``ProcessReward(TurnBudget(env))`` — the
