@@ -219,11 +219,16 @@ class HFChatBackend:
         self._weights_version: int | None = None
         self.reused_tokens = self.prompt_tokens_run = 0  # how much of the prompts the cache spared
         self._static = bool(compile)  # the compiled step needs the static layout (BatchKVCache(static=True))
-        # Eager too: transformers' own sdpa hands a one-token query to the CPU kernel with enable_gqa, which
-        # in bfloat16 took 2.4x the CPU of the grouped call (SmolLM2, 32 rows: 6.1 vs 2.5 s of decode steps;
-        # float32 the same either way): benchmarks/smollm2_perf.py, docs/evaluation.md.
-        step = compiled(model, dynamic=True) if compile else model  # compiled: rows and cache width symbolic
-        self._decode_step = lambda **inputs: _with_packed_decode_attention(model, step, inputs)
+        self._decode_step = model
+        if compile:
+            compiled_model = compiled(model, dynamic=True)  # rows and cache width symbolic: see the module docstring
+            self._decode_step = lambda **inputs: _with_packed_decode_attention(model, compiled_model, inputs)
+        elif next(model.parameters()).dtype != self._torch.float32:
+            # transformers' own sdpa hands a one-token query to the CPU kernel with enable_gqa, which in
+            # bfloat16 took 2.4x the CPU of the grouped call (SmolLM2, 32 rows: 6.1 vs 2.5 s of decode steps);
+            # in float32 both cost the same, and float32 keeps transformers' path (the trainer's numerics, bit
+            # for bit): benchmarks/decode_attention_ab.py, docs/evaluation.md.
+            self._decode_step = lambda **inputs: _with_packed_decode_attention(model, model, inputs)
 
     def fit(self, conversation: Sequence[Message]) -> list[int]:
         """The prompt ids of ``conversation`` under the context limit (oldest turns dropped first)."""
