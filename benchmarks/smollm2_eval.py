@@ -139,7 +139,7 @@ def served(n_threads: int = 1) -> Any:
 
 
 #: The agreement's episodes: (family, episodes = reset seeds 0 .., turns asked per episode at most).
-AGREEMENT_EPISODES = (("kd", 20, 3), ("tw", 10, 2))
+AGREEMENT_EPISODES = (("kd", 20, 2), ("tw", 5, 2))
 
 
 @dataclass
