@@ -224,7 +224,7 @@ def tables(path: Path) -> str:
         tail = run["binomial_under_expected_llama"]
         rows.append(f"| {name} | {run['setting']} | {run['won']} / {run['episodes']} | "
                     f"{run['expected_win_t2']['llama'] * run['episodes']:.1f} / {run['episodes']} | "
-                    f"{tail['p_at_least']:.3f} | {tail['p_at_most']:.3f} |")
+                    f"{tail['p_at_least']:.3g} | {tail['p_at_most']:.3g} |")
     tests = "; ".join(f"{k}: p = {v:.3f}" for k, v in report["fisher_two_sided_p"].items())
     source = report["provenance"]
     rows += ["", f"Fisher's exact test (two-sided, as if every episode were an independent sample): {tests}.",
