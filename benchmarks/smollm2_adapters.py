@@ -99,8 +99,15 @@ def run_verifiers(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
                              system_prompt=prompt["system_prompt"], env_kwargs={"show_budget": True, "split": SPLIT},
                              wrappers=[functools.partial(EffectLog, effects=effects)], **prompt["few_shot"])
     client = StrictServerClient(AsyncOpenAI(base_url=base_url, api_key="none", timeout=600))
-    # llama-cpp-python's server ignores verifiers' max_completion_tokens: max_tokens via extra_body
-    sampling = {"temperature": args.temperature, "extra_body": {**prompt["sampling"], "seed": args.seed}}
+    # llama-cpp-python's server ignores verifiers' max_completion_tokens: max_tokens via extra_body.  No seed by
+    # default: verifiers sends the same sampling_args with every request, and one seed for all gives every episode
+    # the same random draws (llama.cpp's sampler restarts from the request's seed), so the episodes are not
+    # independent samples.  Without one the server derives each request's seed from the last (one request at a
+    # time: reproducible for one server and request order).  --fixed-request-seed N: the old way, to compare.
+    extra = dict(prompt["sampling"])
+    if args.fixed_request_seed is not None:
+        extra["seed"] = args.fixed_request_seed
+    sampling = {"temperature": args.temperature, "extra_body": extra}
     start = time.perf_counter()
     results = env.evaluate_sync(client, "smollm2", sampling_args=sampling, rollouts_per_example=1, max_concurrent=1)
     seconds = time.perf_counter() - start
@@ -114,7 +121,16 @@ def run_verifiers(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
         "prompt_tokens": _total(usage, "input_tokens", "prompt_tokens"),
         "completion_tokens": _total(usage, "output_tokens", "completion_tokens"),
         "seconds": round(seconds, 1), "first_replies": [_first_reply(out["completion"]) for out in outputs[:4]],
+        "replies": [_replies(out["completion"]) for out in outputs],
     }
+
+
+def _replies(completion: list[Any]) -> list[str]:
+    """Every assistant reply of one verifiers rollout, in order."""
+    def field(message: Any, key: str) -> Any:
+        return message.get(key) if isinstance(message, dict) else getattr(message, key, None)
+
+    return [str(field(m, "content")) for m in completion if field(m, "role") == "assistant"]
 
 
 def _total(usage: list[dict[str, Any]], *keys: str) -> int | None:
@@ -284,6 +300,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--episodes", type=int, default=8, help="verifiers/skyrl: episodes (seeds seed..)")
     parser.add_argument("--steps", type=int, default=2, help="trl: optimizer steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--fixed-request-seed", type=int, default=None,
+                        help="verifiers: send this llama.cpp seed with every request (one random stream for all)")
     parser.add_argument("--temperature", type=float, default=TEMPERATURE)
     parser.add_argument("--threads", type=int, default=2, help="llama.cpp threads")
     parser.add_argument("--out", type=Path, default=None)
@@ -298,7 +316,8 @@ def main(argv: list[str] | None = None) -> None:
     argv_used = sys.argv if argv is None else ["benchmarks/smollm2_adapters.py", *argv]
     report = {"provenance": provenance(argv_used), "library": args.library, "model": "smollm2",
               "env_id": ENV_ID, "split": SPLIT, "budget": BUDGET,
-              "prompt": None if args.library == "trl" else args.prompt, "temperature": args.temperature, **result}
+              "prompt": None if args.library == "trl" else args.prompt, "temperature": args.temperature,
+              **({"request_seed": args.fixed_request_seed} if args.library == "verifiers" else {}), **result}
     out = args.out or DATA / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")

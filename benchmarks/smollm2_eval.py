@@ -5,8 +5,9 @@ Runs ``agentgym-budget eval`` once per cell of (env, prompt, backend) — the lo
 and keeps each run's small result files (``passkt.json``, ``passkt.csv``, ``task_counts.csv``)
 under ``docs/data/smollm2-eval/<run>/`` with ``run.json``: the command, the commit, the wall
 time and the machine's load average before and after.  ``--agreement`` measures how often the
-greedy first-turn replies of the two backends agree; ``--tables`` prints the docs' tables from
-the kept files.
+greedy replies of the two backends agree on the same messages, on the first and on later turns of
+held-out episodes (the ``hf`` replies play them), and re-asks llama.cpp each differing one with its
+repeat penalty off; ``--tables`` prints the docs' tables from the kept files.
 
 Example (the names of the runs; ``--run all`` runs them in priority order)::
 
@@ -137,45 +138,116 @@ def served(n_threads: int = 1) -> Any:
     return smollm2_server(n_threads=n_threads, n_ctx=4096)
 
 
-def first_turns(n: int = 20) -> list[tuple[str, dict[str, Any]]]:
-    """The first observation and info of ``n`` KeyDoor held-out episodes (reset seeds ``0 .. n-1``)."""
+#: The agreement's episodes: (family, episodes = reset seeds 0 .., turns asked per episode at most).
+AGREEMENT_EPISODES = (("kd", 20, 2), ("tw", 5, 2))
+
+
+@dataclass
+class _Pair:
+    """One turn asked of both backends: the same messages, greedy."""
+
+    family: str
+    seed: int
+    turn: int
+    hf: Any  # PolicyReply
+    served: Any  # PolicyReply
+    messages: list[dict[str, str]]
+
+
+def _agreement_pairs(prompt: str, family: str, episodes: int, turns: int, base_url: str) -> list[_Pair]:
+    """Greedy replies of ``hf`` and the served model to every turn of ``episodes`` held-out episodes.
+
+    The ``hf`` replies drive the episodes; at each turn the served policy gets the very same state
+    (a copy of the ``hf`` episode's), so both are asked the same messages, turn 1 and later turns."""
+    import copy
+
     import gymnasium as gym
 
     import agentgym_budget  # noqa: F401 - registers the envs
-
-    env = gym.make("KeyDoor-Budget-v0", split="test", budget=6)
-    return [env.reset(seed=seed) for seed in range(n)]
-
-
-def agreement(base_url: str, path: Path, n: int = 20) -> dict[str, Any]:
-    """How often greedy replies of ``hf`` (fp32) and llama.cpp (Q4_1) agree on the same first-turn prompts."""
-    import torch
-
     from agentgym_budget.policies import make_policy
 
+    spec = FAMILIES[family]
+    options = {**PROMPTS[prompt], "temperature": 0.0}
+    if prompt == "best":
+        options["few_shot_env"] = spec.example_env
+    local = make_policy("hf", model="smollm2", **options)
+    remote = make_policy("openai", model="smollm2", base_url=base_url, api_key="none", timeout=300,
+                         max_concurrency=1, **options)
+    envs = [gym.make(spec.env, split=spec.split, budget=turns) for _ in range(episodes)]
+    steps = [env.reset(seed=seed) for seed, env in enumerate(envs)]
+    states = [local.start(seed) for seed in range(episodes)]
+    live, pairs = list(range(episodes)), []
+    for turn in range(turns):
+        obs, infos = [steps[i][0] for i in live], [dict(steps[i][1]) for i in live]
+        copies = [copy.deepcopy(states[i]) for i in live]
+        messages = [remote.messages(c, o, info) for c, o, info in zip(copies, obs, infos)]
+        served_replies = remote.act_batch(copies, obs, infos)
+        local_replies = local.act_batch([states[i] for i in live], obs, infos)
+        over = set()
+        for i, mine, theirs, asked in zip(live, local_replies, served_replies, messages):
+            pairs.append(_Pair(family, i, turn + 1, mine, theirs, asked))
+            result = envs[i].step(mine.action)
+            steps[i] = (result[0], result[4])
+            if result[2] or result[3]:
+                over.add(i)
+                local.release(states[i])
+        live = [i for i in live if i not in over]
+        if not live:
+            break
+    for env in envs:
+        env.close()
+    return pairs
+
+
+def _reask_without_penalty(base_url: str, pair: _Pair, sampling: dict[str, Any]) -> str:
+    """The served greedy reply to the same messages with llama.cpp's repeat penalty off (``repeat_penalty=1``).
+
+    llama-cpp-python's server applies ``repeat_penalty=1.1`` (over the reply's own tokens), ``top_k=40``
+    and ``min_p=0.05`` unless a request sets them; the ``openai`` policy sends only the OpenAI fields.
+    At temperature 0 only the repeat penalty can change a reply."""
+    from openai import OpenAI
+
+    client = OpenAI(base_url=base_url, api_key="none", timeout=300)
+    reply = client.chat.completions.create(model="smollm2", messages=pair.messages, temperature=0.0,
+                                           max_tokens=sampling["max_new_tokens"], stop=sampling.get("stop") or None,
+                                           extra_body={"repeat_penalty": 1.0})
+    return reply.choices[0].message.content or ""
+
+
+def agreement(base_url: str, path: Path) -> dict[str, Any]:
+    """How often greedy replies of ``hf`` (fp32) and llama.cpp (Q4_1) agree on the same prompts, turn 1 and later."""
+    import torch
+
     torch.set_num_threads(1)
-    turns, found = first_turns(n), {}
+    groups, kept = [], []
     for prompt in PROMPTS:
-        options = {**PROMPTS[prompt], "temperature": 0.0}
-        if prompt == "best":
-            options["few_shot_env"] = "KeyDoor-v0"
-        replies = {}
-        for backend, extra in (("hf", {"model": "smollm2"}),
-                               ("openai", {"model": "smollm2", "base_url": base_url, "api_key": "none"})):
-            policy = make_policy(backend, **extra, **options)
-            replies[backend] = policy.act_batch([policy.start(i) for i in range(n)], [o for o, _ in turns],
-                                                [dict(i) for _, i in turns])
-        pairs = list(zip(replies["hf"], replies["openai"]))
-        texts = [(a.text.strip(), b.text.strip()) for a, b in pairs]
-        found[prompt] = {"prompts": n, "same_text": sum(a == b for a, b in texts),
-                         "one_text_starts_the_other": sum(a.startswith(b) or b.startswith(a) for a, b in texts),
-                         "same_action": sum(a.action == b.action for a, b in pairs),
-                         "replies": [[a.text, b.text] for a, b in pairs]}
-    record = {"commit": git_commit(), "loadavg": os.getloadavg(), "temperature": 0.0, **found}
+        for family, episodes, turns in AGREEMENT_EPISODES:
+            pairs = _agreement_pairs(prompt, family, episodes, turns, base_url)
+            for pair in pairs:
+                a, b = pair.hf.text.strip(), pair.served.text.strip()
+                without = b if a == b else _reask_without_penalty(base_url, pair, PROMPTS[prompt]).strip()
+                kept.append({"prompt": prompt, "family": family, "seed": pair.seed, "turn": pair.turn,
+                             "hf": pair.hf.text, "served": pair.served.text, "served_repeat_penalty_1": without,
+                             "hf_action": pair.hf.action, "served_action": pair.served.action})
+            for which, chosen in (("first", [k for k in kept if k["turn"] == 1]), ("later", [k for k in kept if k["turn"] > 1])):
+                chosen = [k for k in chosen if k["prompt"] == prompt and k["family"] == family]
+                groups.append(_agreement_counts(prompt, family, which, chosen))
+    record = {"commit": git_commit(), "loadavg": os.getloadavg(), "temperature": 0.0,
+              "episodes": {family: {"episodes": n, "turns": t} for family, n, t in AGREEMENT_EPISODES},
+              "groups": groups, "pairs": kept}
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=1) + "\n")
-    print(json.dumps({p: {k: v for k, v in found[p].items() if k != "replies"} for p in found}), flush=True)
+    print(json.dumps(groups), flush=True)
     return record
+
+
+def _agreement_counts(prompt: str, family: str, turns: str, pairs: list[dict[str, Any]]) -> dict[str, Any]:
+    texts = [(p["hf"].strip(), p["served"].strip()) for p in pairs]
+    return {"prompt": prompt, "family": family, "turns": turns, "pairs": len(pairs),
+            "same_text": sum(a == b for a, b in texts),
+            "one_text_starts_the_other": sum(a != b and (a.startswith(b) or b.startswith(a)) for a, b in texts),
+            "same_action": sum(p["hf_action"] == p["served_action"] for p in pairs),
+            "same_text_repeat_penalty_1": sum(p["hf"].strip() == p["served_repeat_penalty_1"] for p in pairs)}
 
 
 def _cell(data: dict[str, Any], k: int, t: int) -> str:
@@ -206,20 +278,29 @@ def tables(folder: Path) -> str:
                     f"{tokens} | "
                     f"{meta['wall_s']:.0f} |")
     if (folder / "agreement.json").is_file():
-        found = json.loads((folder / "agreement.json").read_text())
-        rows += ["", "| prompt | first-turn prompts | same reply text | one reply starts the other | same command |",
-                 "|---|---|---|---|---|"]
-        rows += [f"| {p} | {found[p]['prompts']} | {found[p]['same_text']} | "
-                 f"{found[p].get('one_text_starts_the_other', 'n/a')} | {found[p]['same_action']} |"
-                 for p in PROMPTS if p in found]
+        rows += ["", *agreement_table(json.loads((folder / "agreement.json").read_text()))]
     return "\n".join(rows)
+
+
+def agreement_table(found: dict[str, Any]) -> list[str]:
+    """The agreement rows: per env, prompt and turn group, how many greedy reply pairs agree, and how."""
+    if "groups" not in found:
+        return ["(agreement.json is from an older version of this script: re-run `--agreement`)"]
+    names = {family: FAMILIES[family].env for family in FAMILIES}
+    rows = ["| env | prompt | turns | reply pairs | same reply text | one reply starts the other (else differs) | "
+            "same command | same text, llama.cpp repeat penalty off |", "|---|---|---|---|---|---|---|---|"]
+    for group in found["groups"]:
+        rows.append(f"| {names[group['family']]} | {group['prompt']} | {group['turns']} | {group['pairs']} | "
+                    f"{group['same_text']} | {group['one_text_starts_the_other']} | {group['same_action']} | "
+                    f"{group['same_text_repeat_penalty_1']} |")
+    return rows
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--run", default="", help="comma-separated run names, or 'all'")
     parser.add_argument("--tasks", type=int, default=None, help="a probe: this many tasks, results not kept")
-    parser.add_argument("--agreement", action="store_true", help="greedy first-turn agreement hf vs served")
+    parser.add_argument("--agreement", action="store_true", help="greedy reply agreement hf vs served, turn 1 and later")
     parser.add_argument("--tables", action="store_true", help="print the docs' markdown tables")
     parser.add_argument("--scratch", default="/tmp/smollm2-eval")
     args = parser.parse_args(argv)

@@ -221,3 +221,36 @@ def test_the_smollm2_turns_table_shows_each_states_commands_with_their_shares(tm
     assert ("| `runs/sft-random` | random: 166 turns, 12 steps × 8, reply loss 0.26 | no key | 3 (0.03) | 33 (0.33) | "
             "57 (0.57) | 7 (0.07) | 0 / 32 |") in table
     assert "`Action action` × 2" in table and "`python t`" in table
+
+
+def test_the_smollm2_fewshot_gap_tables_show_each_setting_sampler_and_run_against_its_expected_rate(tmp_path):
+    gap = docs_tables._benchmark("smollm2_fewshot_gap")
+    assert "(no gap.json yet" in gap.tables(tmp_path / "gap.json")
+    mean = {"turn1_take_key": 0.9, "turn2_task_door": 0.1, "turn2_take_key": 0.6, "turn2_other_door": 0.2,
+            "win_t2": 0.09}
+    report = {"episodes": 20, "provenance": {"command": "python benchmarks/smollm2_fewshot_gap.py", "commit": "abc"},
+              "settings": {"eval": {"mean": {"hf": mean, "llama": {**mean, "win_t2": 0.05}}}},
+              "observed": {"verifiers-best": {"won": 5, "episodes": 8, "setting": "eval",
+                                              "expected_win_t2": {"hf": 0.09, "llama": 0.05},
+                                              "binomial_under_expected_llama": gap.binomial_tail(5, 8, 0.05)}},
+              "fisher_two_sided_p": {"a vs b": gap.fisher(5, 8, 1, 20)}}
+    (tmp_path / "gap.json").write_text(json.dumps(report))
+    lines = gap.tables(tmp_path / "gap.json").splitlines()
+    assert lines[2] == "| eval | hf (temperature only) | 0.900 | 0.100 | 0.600 | 0.200 | 0.090 |"
+    assert lines[3].endswith("| 0.050 |")  # the llama.cpp sampler's own rate
+    assert "| verifiers-best | eval | 5 / 8 | 0.4 / 8 | 1.54e-05 | 1 |" in lines  # 5 of 8 at p = 0.05
+    assert "a vs b: p = 0.003" in lines[-2]
+
+
+def test_the_smollm2_agreement_table_counts_each_group_and_names_an_old_file():
+    evaluation = docs_tables._benchmark("smollm2_eval")
+    assert "older version" in evaluation.agreement_table({"zero": {"prompts": 20}})[0]
+    pairs = [{"hf": "Action: take key", "served": "Action: take key", "served_repeat_penalty_1": "Action: take key",
+              "hf_action": "take key", "served_action": "take key"},
+             {"hf": "open the door.", "served": "open the door", "served_repeat_penalty_1": "open the door.",
+              "hf_action": "open the door", "served_action": "open the door"}]
+    group = evaluation._agreement_counts("zero", "kd", "first", pairs)
+    assert (group["same_text"], group["one_text_starts_the_other"], group["same_action"],
+            group["same_text_repeat_penalty_1"]) == (1, 1, 2, 2)
+    rows = evaluation.agreement_table({"groups": [group]})
+    assert rows[-1] == "| KeyDoor-Budget-v0 | zero | first | 2 | 1 | 1 | 2 | 2 |"

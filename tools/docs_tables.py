@@ -198,6 +198,11 @@ def _benchmark(name: str) -> Any:
     return importlib.import_module(f"benchmarks.{name}")
 
 
+def smollm2_fewshot_gap_table() -> str:
+    """Why the few-shot KeyDoor wins differ between the eval table and the adapters: ``benchmarks/smollm2_fewshot_gap.py``."""
+    return _benchmark("smollm2_fewshot_gap").tables(DATA / "smollm2-eval" / "fewshot-gap.json")
+
+
 #: The kernel variants as the docs name them.
 _KERNEL_PATHS = {"full-logits": "full", "naive": "naive", "fused": "fused"}
 
@@ -907,6 +912,7 @@ GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
     "process-reward-study": process_reward_study_table,
     "smollm2-eval": smollm2_eval_table,
+    "smollm2-fewshot-gap": smollm2_fewshot_gap_table,
     "logprob-kernels-smollm2": logprob_kernels_smollm2_table,
     "frontier-alfworld": frontier_alfworld_table,
     "alfworld-equivalence": alfworld_equivalence_table,
