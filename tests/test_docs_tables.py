@@ -163,3 +163,24 @@ def test_the_smollm2_rl_runs_table_shows_how_far_each_run_got(tmp_path):
     assert ("| rl-seed3 | 10 (20) | 160 | 3.7 | T=2, 32 tasks: 0: 0.06, 5: 0.12 | 12.7 / 7.7 / 1.6 / 0.0 | 0.46 |"
             in table)
     assert "`python r`" in table
+
+
+def test_the_scienceworld_table_gives_the_per_round_ratio_range(monkeypatch, tmp_path):
+    row = {"backend": "ScienceWorld boil/0", "steps": 38, "rounds": 2, "raw_steps_per_s": 10.0, "ours_steps_per_s": 12.0,
+           "ours_over_raw": 1.2, "engine_share": 0.99841, "raw_steps_per_s_by_round": [10.0, 20.0],
+           "ours_steps_per_s_by_round": [11.0, 30.0]}
+    _use_data(monkeypatch, tmp_path, "scienceworld/backend-throughput.json",
+              {"provenance": {"command": "python x"}, "rows": [row]})
+    assert "| ScienceWorld boil/0 | 38 × 2 | 10.0 | 12.0 | 1.20 | 1.10–1.50 | 0.9984 |" in \
+        docs_tables.scienceworld_throughput_table()
+
+
+def test_the_bm25_engines_table_states_the_ratios_from_the_file(monkeypatch, tmp_path):
+    report = {"provenance": {"command": "python x"}, "products": 3000, "queries": 300, "rounds": 3,
+              "versions": {"bm25s": "1", "rank-bm25": "2"}, "top1_agreement": 0.5,
+              "median": {"bm25s": {"build_cpu_s": 0.2, "query_cpu_ms": 0.5},
+                         "rank_bm25": {"build_cpu_s": 0.1, "query_cpu_ms": 6.0}}}
+    _use_data(monkeypatch, tmp_path, "webshop/bm25-engines.json", report)
+    table = docs_tables.webshop_bm25_engines_table()
+    assert "**bm25s answers a query 12.0× faster**" in table and "in 0.50× bm25s's time" in table
+    assert "| rank-bm25 2 (`BM25Okapi`) | 0.100 | 6.00 |" in table and "top hit for 50% of the queries" in table
