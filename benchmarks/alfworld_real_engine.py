@@ -12,6 +12,12 @@ the same steps) is the load-robust figure for our overhead.
 Usage (needs the ``alfworld`` extra)::
 
     python benchmarks/alfworld_real_engine.py --games 4 --steps 20
+    python benchmarks/alfworld_real_engine.py --games 3 --steps 10 --pick spread --json-out FILE
+
+``--pick spread`` takes games from the smallest PDDL problem to the largest (reset times grow with
+it: Fast Downward translates the problem at every reset); ``--json-out`` writes every game's
+reset and step seconds with the command, commit and machine load (``benchmarks/provenance.py``);
+docs/alfworld.md's real-engine table is generated from that file.
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import time
 from pathlib import Path
 
 from agentgym_budget.envs.alfworld.env import ALFWorldEnv
-from agentgym_budget.envs.alfworld.game import AlfredGame, load_games
+from agentgym_budget.envs.alfworld.game import AlfredGame
 
 
 def commands_for(game: AlfredGame, steps: int) -> list[str]:
@@ -80,26 +86,52 @@ def our_episode(env: ALFWorldEnv, index: int, commands: list[str]) -> tuple[floa
     return reset_s, step_s
 
 
+def pick_games(env: ALFWorldEnv, count: int, how: str) -> list[int]:
+    """``count`` game indices by PDDL problem size: the smallest ones, or spread from the smallest to the largest.
+
+    Fast Downward's translation at reset grows with the problem, so ``spread`` shows the range of reset times.
+    """
+    by_size = sorted(range(len(env.games)), key=lambda i: len(env.games[i].pddl_problem))
+    if how == "smallest" or count >= len(by_size):
+        return by_size[:count]
+    if count == 1:
+        return [by_size[0]]
+    return [by_size[round(k * (len(by_size) - 1) / (count - 1))] for k in range(count)]
+
+
 def main() -> None:
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+    from benchmarks.provenance import provenance, write_results
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--split", default="valid_seen")
     parser.add_argument("--games", type=int, default=4)
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--pick", choices=("smallest", "spread"), default="smallest",
+                        help="the smallest games (the default), or games spread over problem size (reset times)")
+    parser.add_argument("--json-out", default=None, help="write every game's figures (and provenance) to this JSON file")
     args = parser.parse_args()
+    started = provenance(sys.argv)
     env = ALFWorldEnv(split=args.split, engine="textworld")
     env.engine = timed = TimedEngine(env.engine)
-    # The smallest games: Fast Downward's translation dominates resets of big kitchens.
-    indices = sorted(range(len(env.games)), key=lambda i: len(env.games[i].pddl_problem))[: args.games]
+    indices = pick_games(env, args.games, args.pick)
     totals = {"raw": [0.0, 0.0], "ours": [0.0, 0.0]}
+    games = []
     with tempfile.TemporaryDirectory() as folder:
         for index in indices:
             commands = commands_for(env.games[index], args.steps)
+            game = env.games[index]
+            row = {"index": index, "id": game.id, "pddl_chars": len(game.pddl_problem), "steps": len(commands)}
             for side, (reset_s, step_s) in (
-                ("raw", raw_episode(env.games[index], commands, Path(folder))),
+                ("raw", raw_episode(game, commands, Path(folder))),
                 ("ours", our_episode(env, index, commands)),
             ):
                 totals[side][0] += reset_s
                 totals[side][1] += step_s
+                row[side] = {"reset_s": round(reset_s, 4), "step_s": round(step_s, 4)}
+            games.append(row)
     n_steps = len(indices) * args.steps
     print(f"ALFWorld real engine, {len(indices)} games x {args.steps} steps ({args.split})")
     print(f"{'':>6} {'reset s/game':>13} {'steps/s':>9}")
@@ -108,9 +140,14 @@ def main() -> None:
     ratio = (n_steps / totals["ours"][1]) / (n_steps / totals["raw"][1])
     print(f"ours/raw steps/s ratio: {ratio:.2f} (target >= 0.9; noisy when the machine is loaded)")
     # Load-robust: within our own steps, the share of time spent in the engine (1.0 = no overhead).
-    print(f"engine share of our step time: {timed.step_s / totals['ours'][1]:.3f} (the ratio without load noise)")
+    share = timed.step_s / totals["ours"][1]
+    print(f"engine share of our step time: {share:.3f} (the ratio without load noise)")
     env.close()
-
+    if args.json_out:
+        results = {"split": args.split, "pick": args.pick, "steps_per_game": args.steps, "games": games,
+                   "raw_steps_per_s": n_steps / totals["raw"][1], "ours_steps_per_s": n_steps / totals["ours"][1],
+                   "ours_over_raw": ratio, "engine_share": share}
+        print(f"wrote {write_results(args.json_out, started, results)}")
 
 if __name__ == "__main__":
     main()

@@ -19,7 +19,7 @@ Run:  python benchmarks/backend_throughput.py [--steps 200] [--rounds 5] [--sw-s
           [--backends textworld,scienceworld] [--json-out FILE]
 
 ``--json-out`` writes every row (and every round's rates) with the command, commit and machine load
-(``benchmarks/provenance.py``); docs/textworld.md's table is generated from that file.
+(``benchmarks/provenance.py``); the tables of docs/textworld.md and docs/scienceworld.md are generated from such files.
 """
 
 from __future__ import annotations

@@ -20,6 +20,9 @@ ALFWorld rows:
 ``--baseline CHECKOUT`` runs the same backends on another checkout's code (in a subprocess,
 same workload) and prints its rows first: before/after in one run, under the same load.
 
+``--json-out FILE`` writes every backend's figures with the command, commit and machine load
+(``benchmarks/provenance.py``); docs/alfworld-fast.md's speed table is generated from such a file.
+
 Run:
     python benchmarks/env_throughput.py                  # all backends
     python benchmarks/env_throughput.py --backends alfworld-fast --steps 20000
@@ -244,7 +247,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--baseline", metavar="CHECKOUT", help="also run the backends on this checkout's code, rows first")
     parser.add_argument("--code", metavar="CHECKOUT", help=argparse.SUPPRESS)  # --baseline's subprocess: whose code
     parser.add_argument("--json", action="store_true", help=argparse.SUPPRESS)  # --baseline's subprocess: figures out
+    parser.add_argument("--json-out", default=None, help="write every backend's figures (and provenance) to this JSON file")
     args = parser.parse_args(argv)  # before textworld: fast_downward.pddl2sas overwrites sys.argv
+    started = _provenance(argv)
     for checkout in (args.baseline, args.code):
         if checkout and not (Path(checkout) / "agentgym_budget").is_dir():
             parser.error(f"{checkout} is not a checkout of this project (no agentgym_budget/ in it)")
@@ -272,6 +277,23 @@ def main(argv: list[str] | None = None) -> None:
             a, b = results[top], results[bottom]
             print(f"{label}: steps x{a.steps_per_s / b.steps_per_s:,.0f} (wall) / x{a.steps_per_cpu_s / b.steps_per_cpu_s:,.0f} (cpu), "
                   f"resets x{a.resets_per_s / b.resets_per_s:,.0f} (warm) / x{a.cold_resets_per_s / b.cold_resets_per_s:,.0f} (cold)")
+    if args.json_out:
+        from benchmarks.provenance import write_results
+
+        settings = {key: getattr(args, key) for key in ("games", "script_length", "steps", "slow_steps", "slow_resets",
+                                                         "batch", "env_steps", "seed")}
+        figures = {name: dataclasses.asdict(f) for name, f in results.items()}
+        print(f"wrote {write_results(args.json_out, started, {'settings': settings, 'backends': figures})}")
+
+
+def _provenance(argv: list[str] | None) -> dict:
+    """``benchmarks/provenance.py``'s record of this run (the checkout's root put on the path for it)."""
+    root = str(Path(__file__).resolve().parents[1])
+    if root not in sys.path:
+        sys.path.append(root)
+    from benchmarks.provenance import provenance
+
+    return provenance([sys.argv[0], *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":

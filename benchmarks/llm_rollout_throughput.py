@@ -29,6 +29,10 @@ Run:
     python benchmarks/llm_rollout_throughput.py                # about 3-6 minutes on 2 cores
     python benchmarks/llm_rollout_throughput.py --episodes-batched 32 --turns 8 --skip-served
     python benchmarks/llm_rollout_throughput.py --compile --skip-served   # eager and compiled decode step
+
+``--json-out FILE`` writes the local rows' figures (per format, eager/compiled, batch 1 and N) with the
+command, commit and machine load (``benchmarks/provenance.py``); docs/evaluation.md's table of issue
+29's targets is generated from that file.
 """
 
 from __future__ import annotations
@@ -201,14 +205,36 @@ def main() -> None:
                         help="LLMPolicy conversation formats to run, comma-separated (replies, actions, append)")
     parser.add_argument("--skip-served", action="store_true")
     parser.add_argument("--compile", action="store_true", help="also run the local rows with the compiled decode step")
+    parser.add_argument("--json-out", default=None, help="write the local rows' figures (and provenance) to this JSON file")
     args = parser.parse_args()
     import agentgym_budget  # noqa: F401  (registers the envs)
+    from benchmarks.provenance import provenance, write_results
 
+    started = provenance(sys.argv)
     histories = args.history.split(",")
+    runs = []
     for compile_step in (False, True) if args.compile else (False,):
-        side_by_side(args, {history: local(args, compile_step, history) for history in histories})
+        by_history = {history: local(args, compile_step, history) for history in histories}
+        side_by_side(args, by_history)
+        runs += [local_summary(args, history, compile_step, figures) for history, figures in by_history.items()]
     if not args.skip_served:
         served(args)
+    if args.json_out:
+        settings = {"env_id": ENV_ID, "turns": args.turns, "new_tokens": args.new_tokens, "batch": args.batch,
+                    "episodes_single": args.episodes_single, "episodes_batched": args.episodes_batched,
+                    "torch_threads": args.threads}
+        print(f"wrote {write_results(args.json_out, started, {'settings': settings, 'runs': runs})}")
+
+
+def local_summary(args: argparse.Namespace, history: str, compile_step: bool, figures: dict) -> dict:
+    """One local configuration's figures for the results file: per batch size, the clocks and token counts."""
+    one, many = figures[1], figures[args.batch]
+    by_batch = {str(batch): {key: f[key] for key in ("wall", "cpu", "turns", "model_wall", "model_cpu", "step_ms",
+                                                     "run_tokens", "reused", "new")}
+                for batch, f in figures.items()}
+    return {"history": history, "compiled": compile_step, "by_batch": by_batch,
+            "shared_episodes": len(one["records"]),
+            "shared_episodes_identical": many["records"][: len(one["records"])] == one["records"]}
 
 
 if __name__ == "__main__":

@@ -15,7 +15,10 @@ KV-cache sequence, so concurrency overlaps only the HTTP/JSON work and env steps
 generation; vLLM/SGLang batch requests.  Without the prompt cache, interleaved episodes also
 lose the prefix a turn shares with its episode's previous turn.
 
-Run:  python benchmarks/served_throughput.py [--conversations 32] [--rounds 3] [--episodes 8] [--turns 10]
+Run:  python benchmarks/served_throughput.py [--conversations 32] [--rounds 3] [--episodes 8] [--turns 10] [--json-out FILE]
+
+``--json-out`` writes every figure with the command, commit and machine load (``benchmarks/provenance.py``);
+docs/served.md's table is generated from that file.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ sys.path[:] = [str(_ROOT)] + [p for p in sys.path if Path(p or ".").resolve() !=
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.served import OpenAIChatBackend
 from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
+from benchmarks.provenance import provenance, write_results
 from tools.llama_server import LlamaServer, export_gguf
 
 
@@ -55,7 +59,9 @@ def main() -> None:
     parser.add_argument("--n-threads", type=int, default=1, help="llama.cpp threads")
     parser.add_argument("--episodes", type=int, default=8, help="episodes per run of the episode section")
     parser.add_argument("--turns", type=int, default=10, help="turn budget of those episodes")
+    parser.add_argument("--json-out", default=None, help="write every figure (and provenance) to this JSON file")
     args = parser.parse_args()
+    started = provenance(sys.argv)
 
     t0 = time.perf_counter()
     model, tokenizer = tiny_model_and_tokenizer(args.env)
@@ -69,6 +75,7 @@ def main() -> None:
     convs = conversations(args.conversations)
     with LlamaServer(path, n_threads=args.n_threads) as server:
         print(f"server up (GET /v1/models answers) {server.startup_seconds:7.2f} s")
+        startup_seconds = server.startup_seconds
         backends = {c: OpenAIChatBackend(server.model, base_url=server.base_url, max_concurrency=c, timeout=120)
                     for c in (1, 8)}
         backends[1].complete(convs[:2], [0, 1], sampling)  # warm-up: client, model check, first tokens
@@ -99,12 +106,27 @@ def main() -> None:
         for backend in backends.values():
             backend.close()
 
+    episodes = {}
     for prompt_cache in (False, True):
         with LlamaServer(path, n_threads=args.n_threads, prompt_cache=prompt_cache) as server:
             figures = {c: episode_turns_per_second(server, c, args) for c in (1, 8)}
+        episodes["prompt_cache_on" if prompt_cache else "prompt_cache_off"] = {str(c): v for c, v in figures.items()}
         print(f"episodes ({args.episodes} x <= {args.turns} turns), prompt cache {'on ' if prompt_cache else 'off'}: "
               f"turns/s concurrency 1 {figures[1]:5.1f}   concurrency 8 {figures[8]:5.1f}   "
               f"ratio {figures[8] / figures[1]:.2f}x")
+    if args.json_out:
+        results = {
+            "env": args.env, "n_threads": args.n_threads, "max_new_tokens": args.max_new_tokens,
+            "model_build_s": t1 - t0, "gguf_write_s": t2 - t1, "gguf_kib": path.stat().st_size / 1024,
+            "server_startup_s": startup_seconds,
+            "one_request": {"median_latency_s": statistics.median(latencies),
+                            "median_prompt_tokens": statistics.median(p for p, _ in tokens),
+                            "median_reply_tokens": statistics.median(c for _, c in tokens), "requests": len(latencies)},
+            "conversations": len(convs), "rounds": args.rounds,
+            "completions_per_s_by_round": {str(c): v for c, v in rates.items()},
+            "episodes": args.episodes, "turns": args.turns, "episode_turns_per_s": episodes,
+        }
+        print(f"wrote {write_results(args.json_out, started, results)}")
 
 
 def episode_turns_per_second(server: LlamaServer, concurrency: int, args: argparse.Namespace) -> float:

@@ -254,3 +254,72 @@ def test_the_smollm2_agreement_table_counts_each_group_and_names_an_old_file():
             group["same_text_repeat_penalty_1"]) == (1, 1, 2, 2)
     rows = evaluation.agreement_table({"groups": [group]})
     assert rows[-1] == "| KeyDoor-Budget-v0 | zero | first | 2 | 1 | 1 | 2 | 2 |"
+
+
+def test_the_scienceworld_table_gives_the_per_round_ratio_range(monkeypatch, tmp_path):
+    row = {"backend": "ScienceWorld boil/0", "steps": 38, "rounds": 2, "raw_steps_per_s": 10.0, "ours_steps_per_s": 12.0,
+           "ours_over_raw": 1.2, "engine_share": 0.99841, "raw_steps_per_s_by_round": [10.0, 20.0],
+           "ours_steps_per_s_by_round": [11.0, 30.0]}
+    _use_data(monkeypatch, tmp_path, "scienceworld/backend-throughput.json",
+              {"provenance": {"command": "python x"}, "rows": [row]})
+    assert "| ScienceWorld boil/0 | 38 × 2 | 10.0 | 12.0 | 1.20 | 1.10–1.50 | 0.9984 |" in \
+        docs_tables.scienceworld_throughput_table()
+
+
+def test_the_bm25_engines_table_states_the_ratios_from_the_file(monkeypatch, tmp_path):
+    report = {"provenance": {"command": "python x"}, "products": 3000, "queries": 300, "rounds": 3,
+              "versions": {"bm25s": "1", "rank-bm25": "2"}, "top1_agreement": 0.5,
+              "median": {"bm25s": {"build_cpu_s": 0.2, "query_cpu_ms": 0.5},
+                         "rank_bm25": {"build_cpu_s": 0.1, "query_cpu_ms": 6.0}}}
+    _use_data(monkeypatch, tmp_path, "webshop/bm25-engines.json", report)
+    table = docs_tables.webshop_bm25_engines_table()
+    assert "**bm25s answers a query 12.0× faster**" in table and "in 0.50× bm25s's time" in table
+    assert "| rank-bm25 2 (`BM25Okapi`) | 0.100 | 6.00 |" in table and "top hit for 50% of the queries" in table
+
+
+def test_the_alfworld_real_engine_table_gives_per_game_rates_and_the_overall_ratio(monkeypatch, tmp_path):
+    game = {"index": 3, "id": "look_at/trial_1", "pddl_chars": 12345, "steps": 10,
+            "raw": {"reset_s": 2.04, "step_s": 5.0}, "ours": {"reset_s": 2.5, "step_s": 4.0}}
+    report = {"provenance": {"command": "python x"}, "split": "valid_seen", "pick": "spread", "steps_per_game": 10,
+              "games": [game], "raw_steps_per_s": 2.0, "ours_steps_per_s": 2.5, "ours_over_raw": 1.25,
+              "engine_share": 0.998}
+    _use_data(monkeypatch, tmp_path, "alfworld-real-engine/results.json", report)
+    table = docs_tables.alfworld_real_engine_table()
+    assert "| `look_at/trial_1` | 12,345 | 2.0 / 2.5 | 2.00 / 2.50 |" in table
+    assert "**ours/raw 1.25**" in table and "our env adds 0.2% per step" in table
+
+
+def _rollout_run(history: str, compiled: bool, cpu_one: float, cpu_many: float, step_ms: float) -> dict:
+    def batch(cpu: float, turns: int) -> dict:
+        return {"wall": cpu, "cpu": cpu, "turns": turns, "model_wall": 0.9 * cpu, "model_cpu": 0.96 * cpu,
+                "step_ms": step_ms, "run_tokens": 100.0, "reused": 400.0, "new": 48.0}
+    return {"history": history, "compiled": compiled, "by_batch": {"1": batch(cpu_one, 40), "32": batch(cpu_many, 320)},
+            "shared_episodes": 4, "shared_episodes_identical": True}
+
+
+def test_the_llm_rollout_table_computes_each_verdict_from_the_file(tmp_path):
+    report = {"provenance": {"command": "python x"},
+              "settings": {"env_id": "E", "turns": 10, "new_tokens": 48, "batch": 32, "episodes_single": 4,
+                           "episodes_batched": 32, "torch_threads": 1},
+              "runs": [_rollout_run("replies", False, 2.0, 3.2, 2.5), _rollout_run("append", False, 2.8, 1.6, 3.5)]}
+    path = tmp_path / "throughput.json"
+    path.write_text(json.dumps(report))
+    table = docs_tables.llm_rollout_targets_table(path)
+    # batch 1: 50 and 70 CPU-ms per turn; 32: 10 and 5; ratios 5x and 14x; decode 2.5 and 3.5 ms
+    assert "| batch 1, CPU-ms per turn | 50 | 70 | ≤ 60: **met** by `replies`, eager |" in table
+    assert "| ratio 32 / 1, turns per CPU-second | 5.0× | 14.0× | ≥ 10×: **met** by `append`, eager |" in table
+    assert "| 4.0 % (0.40) | 4.0 % (0.20) | < 5 %: **met** |" in table
+
+
+def test_the_served_table_gives_medians_and_ratios(monkeypatch, tmp_path):
+    report = {"provenance": {"command": "python x"}, "env": "ALFWorld-v0", "n_threads": 1, "max_new_tokens": 48,
+              "model_build_s": 9.0, "gguf_write_s": 0.05, "gguf_kib": 432.0, "server_startup_s": 1.2,
+              "one_request": {"median_latency_s": 0.02, "median_prompt_tokens": 180, "median_reply_tokens": 48,
+                              "requests": 10},
+              "conversations": 32, "rounds": 3, "completions_per_s_by_round": {"1": [40, 50, 60], "8": [50, 75, 90]},
+              "episodes": 8, "turns": 10,
+              "episode_turns_per_s": {"prompt_cache_off": {"1": 10.0, "8": 5.0}, "prompt_cache_on": {"1": 10.0, "8": 20.0}}}
+    _use_data(monkeypatch, tmp_path, "served/throughput.json", report)
+    table = docs_tables.served_throughput_table()
+    assert "max_concurrency 1 vs 8 (median of 3 rounds) | 50.0 vs 75.0 (**1.50×**) |" in table
+    assert "prompt cache off | 10.0 vs 5.0 (**0.50×**) |" in table and "| 20 ms |" in table

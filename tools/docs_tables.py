@@ -907,6 +907,178 @@ def process_reward_training_trace_table(traces: tuple[tuple[str, str], ...] = TR
     return "\n".join([*rows, "", *sources])
 
 
+
+def scienceworld_throughput_table() -> str:
+    """Raw ScienceWorld vs our env on the same recorded actions (scienceworld/backend-throughput.json)."""
+    report = _results("scienceworld/backend-throughput.json")
+    rows = ["| backend | steps × rounds | raw steps/s | ours steps/s | ours/raw | ours/raw, range over rounds "
+            "| engine share of our step time |", "|---|---|---|---|---|---|---|"]
+    for row in report["rows"]:
+        ratios = [ours / raw for raw, ours in zip(row["raw_steps_per_s_by_round"], row["ours_steps_per_s_by_round"])]
+        rows.append(f"| {row['backend']} | {row['steps']} × {row['rounds']} | {row['raw_steps_per_s']:.1f} "
+                    f"| {row['ours_steps_per_s']:.1f} | {row['ours_over_raw']:.2f} | {min(ratios):.2f}–{max(ratios):.2f} "
+                    f"| {row['engine_share']:.4f} |")
+    return "\n".join(rows + ["", "Medians over the rounds (after one warm-up round). "
+                                  + _source("scienceworld/backend-throughput.json", report["provenance"])])
+
+
+def webshop_bm25_engines_table() -> str:
+    """bm25s vs rank-bm25 on the same tokens and queries: index build and per-query CPU, the ratios (webshop/bm25-engines.json)."""
+    report = _results("webshop/bm25-engines.json")
+    median, versions = report["median"], report["versions"]
+    bm25s, okapi = median["bm25s"], median["rank_bm25"]
+    rows = ["| engine | index build, CPU s (corpus tokenising included) | per query, CPU ms (query analysis included) |",
+            "|---|---|---|",
+            f"| bm25s {versions['bm25s']} (`BM25Search`) | {bm25s['build_cpu_s']:.3f} | {bm25s['query_cpu_ms']:.2f} |",
+            f"| rank-bm25 {versions['rank-bm25']} (`BM25Okapi`) | {okapi['build_cpu_s']:.3f} | {okapi['query_cpu_ms']:.2f} |",
+            "",
+            f"**bm25s answers a query {okapi['query_cpu_ms'] / bm25s['query_cpu_ms']:.1f}× faster** (CPU time); "
+            f"rank-bm25 builds its index in {okapi['build_cpu_s'] / bm25s['build_cpu_s']:.2f}× bm25s's time. "
+            f"{report['products']:,} products, {report['queries']} instruction queries, median of {report['rounds']} "
+            f"rounds; the two rankings agree on the top hit for {report['top1_agreement']:.0%} of the queries "
+            "(Lucene's BM25 variant vs Okapi's idf). "
+            + _source("webshop/bm25-engines.json", report["provenance"])]
+    return "\n".join(rows)
+
+
+
+def alfworld_real_engine_table() -> str:
+    """Per game on the real engine: reset seconds and steps/s, raw vs ours; the ratio and engine share (alfworld-real-engine)."""
+    report = _results("alfworld-real-engine/results.json")
+    rows = ["| game | PDDL problem, characters | reset s: raw / ours | steps/s: raw / ours |", "|---|---|---|---|"]
+    for game in report["games"]:
+        raw, ours = game["raw"], game["ours"]
+        rows.append(f"| `{game['id']}` | {game['pddl_chars']:,} | {raw['reset_s']:.1f} / {ours['reset_s']:.1f} "
+                    f"| {game['steps'] / raw['step_s']:.2f} / {game['steps'] / ours['step_s']:.2f} |")
+    return "\n".join(rows + [
+        "", f"Over all {len(report['games'])} games ({report['split']}, {report['steps_per_game']} steps each): raw "
+            f"{report['raw_steps_per_s']:.2f}, ours {report['ours_steps_per_s']:.2f} steps/s, **ours/raw "
+            f"{report['ours_over_raw']:.2f}**; the engine's share of our step time **{report['engine_share']:.3f}** (our "
+            f"env adds {1 - report['engine_share']:.1%} per step: the expert and the info dict; the load-robust figure). "
+            + _source("alfworld-real-engine/results.json", report["provenance"])])
+
+
+
+def llm_rollout_targets_table(path: Path | None = None) -> str:
+    """Issue 29's targets per conversation format and decode step (llm-rollout/throughput.json): each figure, and
+    which columns meet each target, computed from the file."""
+    path = path or DATA / "llm-rollout" / "throughput.json"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    batch = str(report["settings"]["batch"])
+    runs = report["runs"]
+    names = [f"`{run['history']}`, {'compiled step' if run['compiled'] else 'eager'}" for run in runs]
+
+    def per_turn_ms(run: dict[str, Any], size: str) -> float:
+        return 1000 * run["by_batch"][size]["cpu"] / run["by_batch"][size]["turns"]
+
+    def ratio(run: dict[str, Any]) -> float:
+        one, many = run["by_batch"]["1"], run["by_batch"][batch]
+        return (many["turns"] / many["cpu"]) / (one["turns"] / one["cpu"])
+
+    def outside(run: dict[str, Any]) -> tuple[float, float]:
+        many = run["by_batch"][batch]
+        return (many["cpu"] - many["model_cpu"]) / many["cpu"], 1000 * (many["cpu"] - many["model_cpu"]) / many["turns"]
+
+    def verdict(values: list[float], meets: Callable[[float], bool], target: str) -> str:
+        met = [name for name, value in zip(names, values) if meets(value)]
+        if not met:
+            return f"{target}: **not met**"
+        return f"{target}: **met**" + ("" if len(met) == len(names) else " by " + "; ".join(met))
+
+    batch1 = [per_turn_ms(run, "1") for run in runs]
+    ratios = [ratio(run) for run in runs]
+    steps = [run["by_batch"][batch]["step_ms"] for run in runs]
+    shares = [outside(run) for run in runs]
+    rows = ["| | " + " | ".join(names) + " | issue 29 target |", "|---|" + "---|" * (len(runs) + 1),
+            "| batch 1, CPU-ms per turn | " + " | ".join(f"{v:.0f}" for v in batch1) + " | "
+            + verdict(batch1, lambda v: v <= 60, "≤ 60") + " |",
+            f"| {batch} in flight, CPU-ms per turn | " + " | ".join(f"{per_turn_ms(run, batch):.1f}" for run in runs) + " | |",
+            f"| ratio {batch} / 1, turns per CPU-second | " + " | ".join(f"{v:.1f}×" for v in ratios) + " | "
+            + verdict(ratios, lambda v: v >= 10, "≥ 10×") + " |",
+            f"| CPU-ms per decode step (a token for every row in flight), batch {batch} | "
+            + " | ".join(f"{v:.2f}" for v in steps) + " | " + verdict(steps, lambda v: v <= 3, "≤ 3") + " |",
+            "| prompt tokens per turn at batch 1: run / reused from the cache | "
+            + " | ".join(f"{run['by_batch']['1']['run_tokens']:.0f} / {run['by_batch']['1']['reused']:.0f}" for run in runs)
+            + " | the new observation + template only |",
+            f"| time outside the model at batch {batch}: share of CPU time (CPU-ms per turn) | "
+            + " | ".join(f"{100 * share:.1f} % ({ms:.2f})" for share, ms in shares) + " | "
+            + verdict([share for share, _ in shares], lambda v: v < 0.05, "< 5 %") + " |",
+            f"| the {runs[0]['shared_episodes']} episodes batch 1 and {batch} share identical | "
+            + " | ".join("yes" if run["shared_episodes_identical"] else "**no**" for run in runs) + " | records identical |"]
+    settings = report["settings"]
+    return "\n".join(rows + ["", f"{settings['env_id']}, T = {settings['turns']}, {settings['new_tokens']} new tokens, "
+                                  f"{settings['episodes_single']} episodes at batch 1 and {settings['episodes_batched']} at "
+                                  f"{batch} in flight, torch on {settings['torch_threads']} thread(s). "
+                                  + _source(path.relative_to(DATA).as_posix() if path.is_relative_to(DATA) else path.name,
+                                            report["provenance"])])
+
+
+
+def budgetmix_study_table() -> str:
+    """The BudgetMix study (fixed:2, fixed:6, mix, curriculum on KeyDoor): per seed, means, paired differences.
+
+    The same ``benchmarks/budgetmix_study.py --results`` file format as the process-reward study, so the same
+    table, naming its own file (docs/data/budgetmix-study/keydoor.json).
+    """
+    path = DATA / "budgetmix-study" / "keydoor.json"
+    if not path.is_file():
+        return f"(no results file {path.relative_to(REPO).as_posix()} yet)"
+    return process_reward_study_table(path).replace("docs/data/process-reward-study/keydoor.json",
+                                                    path.relative_to(REPO).as_posix())
+
+
+
+def served_throughput_table() -> str:
+    """The tiny model behind llama.cpp: build, start-up, latency, completions/s and episode turns/s at
+    concurrency 1 vs 8, with the ratios (served/throughput.json)."""
+    import statistics
+
+    report = _results("served/throughput.json")
+    request, rates = report["one_request"], report["completions_per_s_by_round"]
+    one, eight = statistics.median(rates["1"]), statistics.median(rates["8"])
+    rows = ["| | |", "|---|---|",
+            f"| tiny model + tokenizer built ({report['env']} text) | {report['model_build_s']:.1f} s |",
+            f"| GGUF f32 written | {report['gguf_write_s']:.2f} s, {report['gguf_kib']:.0f} KiB |",
+            f"| server up (until `/v1/models` answers) | {report['server_startup_s']:.1f} s |",
+            f"| one request (prompt ~{request['median_prompt_tokens']:.0f} tokens, ~{request['median_reply_tokens']:.0f} "
+            f"new), median of {request['requests']} | {1e3 * request['median_latency_s']:.0f} ms |",
+            f"| {report['conversations']} one-turn conversations, completions/s, max_concurrency 1 vs 8 (median of "
+            f"{report['rounds']} rounds) | {one:.1f} vs {eight:.1f} (**{eight / one:.2f}×**) |"]
+    for key, label in (("prompt_cache_off", "prompt cache off"), ("prompt_cache_on", "`LlamaServer(prompt_cache=True)`")):
+        figures = report["episode_turns_per_s"][key]
+        rows.append(f"| episodes ({report['episodes']} × ≤ {report['turns']} turns, `openai` policy), turns/s, "
+                    f"concurrency 1 vs 8, {label} | {figures['1']:.1f} vs {figures['8']:.1f} "
+                    f"(**{figures['8'] / figures['1']:.2f}×**) |")
+    return "\n".join(rows + ["", f"llama.cpp with {report['n_threads']} thread(s). "
+                                  + _source("served/throughput.json", report["provenance"])])
+
+
+
+def alfworld_fast_speed_table() -> str:
+    """Fast engine vs the real one (env_throughput.py, alfworld-fast/speed.json): steps/s, resets/s and the ratios."""
+    report = _results("alfworld-fast/speed.json")
+    fast, real = report["backends"]["alfworld-fast"], report["backends"]["alfworld-textworld"]
+
+    def number(value: float | None) -> str:
+        return "–" if value is None else (f"{value:,.0f}" if value >= 100 else f"{value:.3g}")
+
+    def ratio(key: str) -> str:
+        return "–" if not (fast.get(key) and real.get(key)) else f"×{fast[key] / real[key]:,.0f}"
+
+    rows = ["| | fast | textworld (real) | fast / real |", "|---|---|---|---|"]
+    for key, label in (("steps_per_s", "steps/s, wall clock"), ("steps_per_cpu_s", "steps per CPU second (one core)"),
+                       ("resets_per_s", "resets/s, same game again (warm)"),
+                       ("cold_resets_per_s", "resets/s, new game (cold: parse + compile)")):
+        rows.append(f"| {label} | {number(fast.get(key))} | {number(real.get(key))} | {ratio(key)} |")
+    rows.append(f"| batched: {report['settings']['batch']} engines round-robin, one process, steps/s "
+                f"| {number(fast.get('batched_steps_per_s'))} | – | – |")
+    settings = report["settings"]
+    return "\n".join(rows + ["", f"{settings['games']} bundled games, scripts of {settings['script_length']} commands; "
+                                  f"the fast engine replays {settings['steps']:,} steps, the real one {settings['slow_steps']} "
+                                  f"steps and {settings['slow_resets']} resets. "
+                                  + _source("alfworld-fast/speed.json", report["provenance"])])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -941,6 +1113,13 @@ GENERATORS: dict[str, Generator] = {
     "process-reward-training-trace": process_reward_training_trace_table,
     "process-reward-study-rooms-fixed": lambda: process_reward_study_table(
         DATA / "process-reward-study" / "keydoorrooms-seed0-fixed.json"),
+    "scienceworld-throughput": scienceworld_throughput_table,
+    "webshop-bm25-engines": webshop_bm25_engines_table,
+    "alfworld-real-engine": alfworld_real_engine_table,
+    "llm-rollout-targets": llm_rollout_targets_table,
+    "budgetmix-study": budgetmix_study_table,
+    "served-throughput": served_throughput_table,
+    "alfworld-fast-speed": alfworld_fast_speed_table,
 }
 
 

@@ -8,8 +8,9 @@ engine here is the same ranking function in pure Python:
   as a scipy sparse matrix and answers a query over a few thousand products in about a
   millisecond; it indexes 3,000 products in well under a second and the 1.18M-product
   catalog in minutes, and can save/load its index.  ``rank-bm25`` was the alternative: it
-  re-scores every document in Python for every query (no inverted index), tens of times
-  slower per query at the same ranking, and keeps no index on disk.
+  re-scores every document in Python for every query (no inverted index), several times
+  slower per query and more so as the catalog grows (measured: docs/webshop.md,
+  ``benchmarks/webshop_bm25_engines.py``), and keeps no index on disk.
 * analysis follows Lucene's English analyzer as pyserini uses it: lower case, English stop
   words, Porter stemming (PyStemmer's ``porter``), with Anserini's default ``k1=0.9``,
   ``b=0.4``;
