@@ -3,10 +3,10 @@
 A one-token query of a model whose query heads share key-value heads (SmolLM2: 9 query heads, 3
 key-value heads) reaches the CPU attention kernel either as transformers passes it (all 9 heads,
 ``enable_gqa=True``) or grouped by the key-value head they share
-(:func:`agentgym_budget.policies.hf._packed_decode_attention`, which the backend uses since this
-comparison).  Per weight dtype, the same SmolLM2 policy plays the same greedy KeyDoor episodes
-(held-out split, 32 in flight, T=4, the best prompt) with each path, twice in alternation
-(A B A B); the CPU seconds of the decode steps, of the whole run, and whether both paths played
+(``HFChatBackend(decode_attention="grouped")``; ``"auto"`` picks it when the weights are not
+float32).  Per weight dtype, two SmolLM2 policies, one per path (``decode_attention=
+"transformers"`` / ``"grouped"``), play the same greedy KeyDoor episodes (held-out split, 32 in
+flight, T=4, the best prompt), twice in alternation (A B A B); the CPU seconds of the decode steps, of the whole run, and whether both paths played
 the same actions are written to ``--out``.
 
 Run::
@@ -33,20 +33,18 @@ def compare(dtype: str, episodes: int, turns: int) -> dict[str, Any]:
     import torch
 
     from agentgym_budget.policies import make_policy
-    from agentgym_budget.policies.hf import _with_packed_decode_attention
 
-    policy = make_policy("hf", model="smollm2", model_kwargs={"dtype": getattr(torch, dtype)}, **PROMPT_OPTIONS)
-    backend = policy.backend
-    model = backend.model
-    paths = {"transformers_sdpa": model,
-             "grouped": lambda **inputs: _with_packed_decode_attention(model, model, inputs)}
-    clock = StepClock(backend)
-    run_episodes(policy, 8, 2, 8)  # warm-up
-    figures: dict[str, dict[str, list[float]]] = {name: {"decode_cpu_s": [], "run_cpu_s": []} for name in paths}
+    policies = {name: make_policy("hf", model="smollm2", model_kwargs={"dtype": getattr(torch, dtype)},
+                                  decode_attention=choice, **PROMPT_OPTIONS)
+                for name, choice in (("transformers_sdpa", "transformers"), ("grouped", "grouped"))}
+    clocks = {name: StepClock(policy.backend) for name, policy in policies.items()}
+    for policy in policies.values():
+        run_episodes(policy, 8, 2, 8)  # warm-up
+    figures: dict[str, dict[str, list[float]]] = {name: {"decode_cpu_s": [], "run_cpu_s": []} for name in policies}
     actions: dict[str, list[list[str]]] = {}
     for _ in range(2):
-        for name, step in paths.items():
-            backend._decode_step = step
+        for name, policy in policies.items():
+            clock = clocks[name]
             clock.reset()
             run = run_episodes(policy, episodes, turns, episodes)
             figures[name]["decode_cpu_s"].append(clock.step_cpu)

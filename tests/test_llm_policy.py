@@ -434,6 +434,24 @@ def test_the_compiled_decode_step_gives_the_eager_replies_and_is_traced_once_per
     assert 1 <= torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs_before <= 2
 
 
+def test_the_grouped_decode_attention_gives_transformers_replies_and_auto_picks_it_off_float32(tiny) -> None:
+    """The tiny model's 4 query heads share 2 key-value heads: grouped or not, the same replies; ``auto`` keeps
+    transformers' path in float32 (bit for bit) and groups in bfloat16."""
+    model, tokenizer = tiny
+    plain = HFChatBackend(model, tokenizer, decode_attention="transformers")
+    grouped = HFChatBackend(model, tokenizer, decode_attention="grouped")
+    assert HFChatBackend(model, tokenizer)._decode_step is model  # auto, float32: transformers' own call
+    for sampling in (Sampling(temperature=0, max_new_tokens=6), Sampling(temperature=1.0, max_new_tokens=8)):
+        mine, theirs = (backend.complete(CHATS, [1, 2, 3], sampling) for backend in (grouped, plain))
+        assert [c.completion_ids for c in mine] == [c.completion_ids for c in theirs]
+        for a, b in zip(mine, theirs):
+            assert a.logprobs == pytest.approx(b.logprobs, abs=1e-5)
+    half, half_tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
+    assert HFChatBackend(half.to(torch.bfloat16), half_tokenizer)._decode_step is not half
+    with pytest.raises(ValueError, match="decode_attention must be one of"):
+        HFChatBackend(model, tokenizer, decode_attention="fast")
+
+
 def test_the_hf_policy_refuses_a_compile_setting_that_is_not_a_boolean() -> None:
     with pytest.raises(ValueError, match="compile must be true or false, got 'yes'"):
         make_policy("hf", model="tiny", tiny_env="KeyDoor-v0", compile="yes")

@@ -81,7 +81,7 @@ from agentgym_budget.policies.prompting import render_plain
 from agentgym_budget.policies.smollm2 import NAME as SMOLLM2
 from agentgym_budget.policies.smollm2 import hf_folder
 
-__all__ = ["HFChatBackend", "encode_conversation", "load_model_and_tokenizer"]
+__all__ = ["DECODE_ATTENTION", "HFChatBackend", "encode_conversation", "load_model_and_tokenizer"]
 
 #: ``model=`` value that builds the tiny offline model instead of loading one.
 TINY = "tiny"
@@ -179,6 +179,10 @@ class _Batch:
         self.logits = None  # replaced by the next step
 
 
+#: The choices of :class:`HFChatBackend`'s ``decode_attention``.
+DECODE_ATTENTION = ("auto", "grouped", "transformers")
+
+
 class HFChatBackend:
     """Batched generation with a local causal LM (see the module docstring).
 
@@ -195,13 +199,21 @@ class HFChatBackend:
         compile: run the decode step (one token per row) through ``torch.compile`` (inductor)
             with the cache's static layout (see the module docstring), eager with a warning
             where compiling fails (docs/evaluation.md, "LLM rollouts", has the figures).
+        decode_attention: how a decode step's one-token query meets the keys and values when its
+            query heads share key-value heads: ``"grouped"`` (one attention call per key-value
+            head's group), ``"transformers"`` (transformers' own ``sdpa`` call, ``enable_gqa``), or
+            ``"auto"``: grouped when compiled or when the weights are not float32 — in bfloat16
+            the CPU kernel's ``enable_gqa`` path took 2.4x the CPU, in float32 both cost the same
+            and transformers' path keeps the trainer's numerics bit for bit
+            (``benchmarks/decode_attention_ab.py``, docs/evaluation.md).
     """
 
     #: where the model runs, not what it replies: a resume may change it
     settings_without_effect = ("device",)
 
     def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None,
-                 reuse_prefix: bool = True, max_cached: int = 64, compile: bool = False) -> None:
+                 reuse_prefix: bool = True, max_cached: int = 64, compile: bool = False,
+                 decode_attention: str = "auto") -> None:
         self._torch = require("torch", "llm", "the hf policy")
         if max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be >= 1, got {max_prompt_tokens}")
@@ -219,16 +231,12 @@ class HFChatBackend:
         self._weights_version: int | None = None
         self.reused_tokens = self.prompt_tokens_run = 0  # how much of the prompts the cache spared
         self._static = bool(compile)  # the compiled step needs the static layout (BatchKVCache(static=True))
-        self._decode_step = model
-        if compile:
-            compiled_model = compiled(model, dynamic=True)  # rows and cache width symbolic: see the module docstring
-            self._decode_step = lambda **inputs: _with_packed_decode_attention(model, compiled_model, inputs)
-        elif next(model.parameters()).dtype != self._torch.float32:
-            # transformers' own sdpa hands a one-token query to the CPU kernel with enable_gqa, which in
-            # bfloat16 took 2.4x the CPU of the grouped call (SmolLM2, 32 rows: 6.1 vs 2.5 s of decode steps);
-            # in float32 both cost the same, and float32 keeps transformers' path (the trainer's numerics, bit
-            # for bit): benchmarks/decode_attention_ab.py, docs/evaluation.md.
-            self._decode_step = lambda **inputs: _with_packed_decode_attention(model, model, inputs)
+        if decode_attention not in DECODE_ATTENTION:
+            raise ValueError(f"decode_attention must be one of {DECODE_ATTENTION}, got {decode_attention!r}")
+        grouped = decode_attention == "grouped" or (
+            decode_attention == "auto" and (compile or next(model.parameters()).dtype != self._torch.float32))
+        step = compiled(model, dynamic=True) if compile else model  # compiled: rows and cache width symbolic
+        self._decode_step = (lambda **inputs: _with_packed_decode_attention(model, step, inputs)) if grouped else step
 
     def fit(self, conversation: Sequence[Message]) -> list[int]:
         """The prompt ids of ``conversation`` under the context limit (oldest turns dropped first)."""

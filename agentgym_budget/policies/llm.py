@@ -231,12 +231,13 @@ def _sampling(temperature: float, top_p: float, max_new_tokens: int, stop: Seque
 def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: float = 0.7, top_p: float = 1.0,
                    max_new_tokens: int = 48, stop: Sequence[str] | str | None = None, max_prompt_tokens: int = 2048,
                    device: str | None = None, tiny_env: str = "ALFWorld-v0", model_kwargs: dict[str, Any] | None = None,
-                   compile: bool = False, **options: Any) -> LLMPolicy:
+                   compile: bool = False, decode_attention: str = "auto", **options: Any) -> LLMPolicy:
     """The ``hf`` policy: a local causal LM (``model``: a loaded model, a path/hub name, ``"tiny"`` or ``"smollm2"``).
 
     ``"tiny"`` builds the offline tiny model with a tokenizer trained on ``tiny_env``'s text;
     ``"smollm2"`` loads SmolLM2-135M-Instruct (extra ``smollm2``; :mod:`agentgym_budget.policies.smollm2`).
-    ``compile``: the decode step through ``torch.compile`` (see :class:`~agentgym_budget.policies.hf.HFChatBackend`).
+    ``compile``: the decode step through ``torch.compile``; ``decode_attention``: ``"auto"``, ``"grouped"`` or
+    ``"transformers"`` (both: see :class:`~agentgym_budget.policies.hf.HFChatBackend`).
     ``options`` go to :class:`LLMPolicy` (``show_budget``, ``list_admissible``, ...).
     """
     from agentgym_budget.policies.hf import HFChatBackend, load_model_and_tokenizer
@@ -251,7 +252,7 @@ def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: f
     if device is not None:
         model = model.to(device)
     backend = HFChatBackend(model.eval(), tokenizer, max_prompt_tokens=max_prompt_tokens, name=f"hf({label})",
-                            compile=compile)
+                            compile=compile, decode_attention=decode_attention)
     return LLMPolicy(backend, _sampling(temperature, top_p, max_new_tokens, stop), **options)
 
 
