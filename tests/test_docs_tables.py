@@ -323,3 +323,20 @@ def test_the_served_table_gives_medians_and_ratios(monkeypatch, tmp_path):
     table = docs_tables.served_throughput_table()
     assert "max_concurrency 1 vs 8 (median of 3 rounds) | 50.0 vs 75.0 (**1.50×**) |" in table
     assert "prompt cache off | 10.0 vs 5.0 (**0.50×**) |" in table and "| 20 ms |" in table
+
+
+def test_the_process_credit_sums_table_averages_each_budget_and_outcome_before_and_after(tmp_path):
+    def trace(budget, outcome, credits):
+        return {"budget": budget, "outcome": outcome, "turns": [{"process_credit": c} for c in credits]}
+
+    episodes = {"before": [trace(2, "win", [0.5, 0.0]), trace(2, "timeout", [0.25, 0.25]),
+                           trace(2, "timeout", [0.5, -0.5]), trace(4, "timeout", [1.0, 1.0, -2.5])],
+                "after": [trace(2, "win", [1.0, 0.5]), trace(2, "timeout", [0.0, -0.5]),
+                          trace(2, "timeout", [0.0, 0.0]), trace(4, "timeout", [-1.0, -1.0])]}
+    for name, traces in episodes.items():
+        (tmp_path / f"{name}-fix.json").write_text(json.dumps(
+            {"envs": {"KeyDoor-v0": {"sampled": {"episode_traces": traces}}}}))
+    table = docs_tables.process_reward_credit_sums_table(tmp_path)
+    assert ("| KeyDoor T=2 / 4 | +0.50 (1 episode) / – | +0.25 / −0.50 (1 episode) | +1.50 (1 episode) / – | "
+            "−0.25 / −2.00 (1 episode) |") in table
+    assert "no docs/data" in docs_tables.process_reward_credit_sums_table(tmp_path / "none")

@@ -569,17 +569,19 @@ def smollm2_table() -> str:
                                                   f"{cell['wilson95'][1]:.2f}] ({cell['successes']}/{cell['tasks']})")
         tasks = max(cell["tasks"] for cell in row["held_out_pass1"].values())
         lines.append(f"| {row['row']} | {_smollm2_training(row)} | " + " | ".join(cells) + f" | {tasks} |")
-    rl = smollm2_rl_table_row()
-    if rl is not None:  # the seeds of docs/data/smollm2-rl/rl-seed*/ (their last held-out evaluation)
+    seed_sets = {name: smollm2_rl_table_row(pattern=pattern) for name, pattern in SMOLLM2_RL_SEED_SETS.items()}
+    for name, rl in seed_sets.items():  # each configuration's seeds (their last held-out evaluation)
+        if rl is None:
+            continue
         cells = ["–"] * len(ts)
         low, high = rl["t95"]
         interval = "" if low is None else f" [{max(low, 0.0):.2f}, {min(high, 1.0):.2f}] t-CI over seeds"
         if rl["t"] in ts:
             cells[ts.index(rl["t"])] = (f"{rl['mean']:.2f}{interval} "
                                         f"({rl['successes']}/{rl['tasks'] * rl['seeds']} pooled)")
-        lines.append(f"| sft-format+rl-mix ({rl['seeds']} seeds) | {rl['sft']}; then {rl['advantage']} {rl['budget']}: "
-                     f"{'/'.join(str(u) for u in rl['updates'])} updates, {rl['episodes']:.0f} episodes, "
-                     f"{rl['cpu_minutes']:.1f} CPU-min per seed | " + " | ".join(cells)
+        lines.append(f"| sft-format+rl-mix, {name} ({rl['seeds']} seeds) | {rl['sft']}; then {rl['advantage']} "
+                     f"{rl['budget']}: {'/'.join(str(u) for u in rl['updates'])} updates, {rl['episodes']:.0f} "
+                     f"episodes, {rl['cpu_minutes']:.1f} CPU-min per seed | " + " | ".join(cells)
                      + f" | {rl['tasks']} per seed |")
     lines.append("")
     for row in rows:
@@ -588,9 +590,10 @@ def smollm2_table() -> str:
                      f"{' (uncommitted changes)' if source.get('dirty') else ''}, load average {_load(source)} on "
                      f"{source.get('cpus', '?')} CPUs, {source.get('utc', '?')} "
                      f"(`docs/data/smollm2-table/{row['row']}.json`).")
-    if rl is not None:
-        lines.append("- sft-format+rl-mix: the last held-out evaluation of each seed in "
-                     "`docs/data/smollm2-rl/rl-seed*/results.json` (commands in the runs' table below).")
+    for name, rl in seed_sets.items():
+        if rl is not None:
+            lines.append(f"- sft-format+rl-mix, {name}: the last held-out evaluation of each seed in "
+                         f"`docs/data/smollm2-rl/{SMOLLM2_RL_SEED_SETS[name]}` (commands in the runs' tables below).")
     return "\n".join(lines)
 
 
@@ -772,20 +775,24 @@ def _advantage_name(settings: dict[str, Any]) -> str:
     return {"grpo": "GRPO", "gigpo": "GiGPO", "rloo": "RLOO"}.get(name, name)
 
 
-def smollm2_rl_seeds(folder: Path | None = None) -> list[dict[str, Any]]:
-    """The results files of the seeds of the chosen GRPO configuration (``docs/data/smollm2-rl/rl-seed*/``)."""
+#: The seeds' results files of each GRPO configuration run over seeds: 10 updates, then 50.
+SMOLLM2_RL_SEED_SETS = {"10 updates": "rl-seed*/results.json", "50 updates": "long/seed*/results.json"}
+
+
+def smollm2_rl_seeds(folder: Path | None = None, pattern: str = "rl-seed*/results.json") -> list[dict[str, Any]]:
+    """The results files of the seeds of one GRPO configuration (``docs/data/smollm2-rl/<pattern>``)."""
     folder = folder or DATA / "smollm2-rl"
-    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob("rl-seed*/results.json"))]
+    return [json.loads(path.read_text(encoding="utf-8")) for path in sorted(folder.glob(pattern))]
 
 
-def smollm2_rl_seeds_table(folder: Path | None = None) -> str:
+def smollm2_rl_seeds_table(folder: Path | None = None, pattern: str = "rl-seed*/results.json") -> str:
     """Over the seeds: how many learned, the held-out curve's mean with its 95 % t-interval per evaluation, and the
     mean CPU seconds of each part of an update."""
     from agentgym_budget.eval.stats import t_interval
 
-    seeds = smollm2_rl_seeds(folder)
+    seeds = smollm2_rl_seeds(folder, pattern)
     if not seeds:
-        return "(no docs/data/smollm2-rl/rl-seed*/results.json yet)"
+        return f"(no docs/data/smollm2-rl/{pattern} yet)"
     t = seeds[0]["settings"]["eval_t"]
     finals = [facts["rl"]["rl_pass1"] for facts in seeds]
     learned = sum(value >= SMOLLM2_LEARNED_AT for value in finals)
@@ -809,12 +816,12 @@ def smollm2_rl_seeds_table(folder: Path | None = None) -> str:
     return "\n".join(lines)
 
 
-def smollm2_rl_table_row(folder: Path | None = None) -> dict[str, Any] | None:
+def smollm2_rl_table_row(folder: Path | None = None, pattern: str = "rl-seed*/results.json") -> dict[str, Any] | None:
     """The real-model table's "format SFT + RL mix" row from the seeds' results files: the last held-out
     evaluation of each seed pooled (successes over tasks) and its mean over seeds with a 95 % t-interval."""
     from agentgym_budget.eval.stats import t_interval
 
-    seeds = smollm2_rl_seeds(folder)
+    seeds = smollm2_rl_seeds(folder, pattern)
     if not seeds:
         return None
     settings = seeds[0]["settings"]
@@ -1078,6 +1085,29 @@ def alfworld_fast_speed_table() -> str:
                                   f"steps and {settings['slow_resets']} resets. "
                                   + _source("alfworld-fast/speed.json", report["provenance"])])
 
+def process_reward_credit_sums_table(folder: Path | None = None) -> str:
+    """The process credit ``c · ΣG`` summed per episode, mean by budget, for wins and timeouts, before and after the
+    fixes (``docs/data/process-reward-trace/{before,after}-fix.json``: the same sampled episodes credited twice)."""
+    folder = folder or DATA / "process-reward-trace"
+    files = {name: folder / f"{name}-fix.json" for name in ("before", "after")}
+    if not all(path.is_file() for path in files.values()):
+        return "(no docs/data/process-reward-trace/before-fix.json and after-fix.json yet)"
+    traces = {name: json.loads(path.read_text(encoding="utf-8"))["envs"] for name, path in files.items()}
+    lines = ["| | before: win | before: timeout | after: win | after: timeout |", "|---|---|---|---|---|"]
+    for env in traces["before"]:
+        budgets = sorted({t["budget"] for t in traces["before"][env]["sampled"]["episode_traces"]})
+        cells = []
+        for name in ("before", "after"):
+            for outcome in ("win", "timeout"):
+                sums = {b: [sum(turn["process_credit"] for turn in t["turns"])
+                            for t in traces[name][env]["sampled"]["episode_traces"]
+                            if t["budget"] == b and t["outcome"] == outcome] for b in budgets}
+                cells.append(" / ".join("–" if not v else f"{sum(v) / len(v):+.2f}".replace("-", "−")
+                                        + (" (1 episode)" if len(v) == 1 else "") for v in sums.values()))
+        label = f"{env.removesuffix('-v0')} T=" + " / ".join(str(b) for b in budgets)
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
 
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
@@ -1108,9 +1138,12 @@ GENERATORS: dict[str, Generator] = {
     "smollm2-rl-probes": smollm2_rl_probes_table,
     "smollm2-turns": smollm2_turns_table,
     "smollm2-rl-seeds": smollm2_rl_seeds_table,
+    "smollm2-rl-long-runs": lambda: smollm2_rl_runs_table(pattern=SMOLLM2_RL_SEED_SETS["50 updates"]),
+    "smollm2-rl-long-seeds": lambda: smollm2_rl_seeds_table(pattern=SMOLLM2_RL_SEED_SETS["50 updates"]),
     "process-reward-study-rooms": lambda: process_reward_study_table(
         DATA / "process-reward-study" / "keydoorrooms-seed0.json"),
     "process-reward-training-trace": process_reward_training_trace_table,
+    "process-reward-credit-sums": process_reward_credit_sums_table,
     "process-reward-study-rooms-fixed": lambda: process_reward_study_table(
         DATA / "process-reward-study" / "keydoorrooms-seed0-fixed.json"),
     "scienceworld-throughput": scienceworld_throughput_table,
