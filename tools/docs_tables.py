@@ -1108,6 +1108,40 @@ def process_reward_credit_sums_table(folder: Path | None = None) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
+def smollm2_pipeline_table(path: Path | None = None) -> str:
+    """The first real-model pipeline run (``benchmarks/smollm2_rl.py``, ``docs/data/smollm2-rl/results.json``): SFT,
+    held-out Pass@(1,T) zero-shot / after SFT / after RL, each update, and where an update's CPU time goes."""
+    path = path or DATA / "smollm2-rl" / "results.json"
+    if not path.is_file():
+        return "(no docs/data/smollm2-rl/results.json yet)"
+    facts = json.loads(path.read_text(encoding="utf-8"))
+    sft, rl, settings, source = facts["sft"], facts["rl"], facts["settings"], facts["provenance"]
+    updates, cpu = rl["updates"], rl["mean_cpu_seconds_per_update"]
+    tasks, t = settings["eval_tasks"], settings["eval_t"]
+    lines = [f"| measured (commit `{str(source.get('commit', '?'))[:7]}`, load average {_load(source)} on "
+             f"{source.get('cpus', '?')} CPUs) | figure |", "|---|---|",
+             f"| SFT, {sft['episodes']} random episodes → {sft['turns']} turns, {sft['config']['steps']} LoRA steps of "
+             f"{sft['config']['batch_size']} turns | reply loss {sft['reply_loss_before']:.2f} → "
+             f"{sft['reply_loss_after']:.2f}; {sft['cpu_seconds']:.0f} CPU-s ({sft['seconds']:.0f} s wall) |",
+             f"| held-out Pass@(1,T={t}), {tasks} tasks × 1 attempt: zero-shot / after SFT / after {len(updates)} RL "
+             f"updates | {facts['zero_shot']['pass1']:.2g} / {rl['sft_pass1']:.2g} / {rl['rl_pass1']:.2g} "
+             f"({round(rl['rl_pass1'] * tasks)} of {tasks}) |",
+             f"| an update: {updates[0]['update_episodes']} episodes, "
+             + " and ".join(str(u["update_turns"]) for u in updates) + " turns, "
+             + " and ".join(str(u["action_tokens"]) for u in updates) + " action tokens | training success "
+             + ", ".join(f"{u['success_rate']:.2f}" for u in updates) + "; invalid replies "
+             + ", ".join(f"{100 * u['invalid_action_rate']:.0f} %" for u in updates) + " |",
+             f"| CPU seconds per update (mean of {len(updates)}): generation + env / loss forward / backward / "
+             f"optimizer | {cpu['cpu_rollout_seconds']:.1f} / {cpu['cpu_forward_seconds']:.1f} / "
+             f"{cpu['cpu_backward_seconds']:.1f} / {cpu['cpu_optimizer_seconds']:.2f} — **{rl['cpu_seconds_per_update']:.0f}"
+             f" s, {rl['cpu_seconds_per_turn']:.1f} CPU-s per turn** |",
+             "| the same in wall seconds (rollout / update) | "
+             f"{sum(u['rollout_seconds'] for u in updates) / len(updates):.1f} / "
+             f"{sum(u['update_seconds'] for u in updates) / len(updates):.1f} |",
+             f"| the held-out evaluations (with loading and saving) | {rl['eval_cpu_seconds']:.0f} CPU-s |",
+             "", f"From `docs/data/smollm2-rl/results.json`: `{source.get('command', '?')}`, {source.get('utc', '?')}."]
+    return "\n".join(lines)
+
 
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
@@ -1138,6 +1172,7 @@ GENERATORS: dict[str, Generator] = {
     "smollm2-rl-probes": smollm2_rl_probes_table,
     "smollm2-turns": smollm2_turns_table,
     "smollm2-rl-seeds": smollm2_rl_seeds_table,
+    "smollm2-pipeline": smollm2_pipeline_table,
     "smollm2-rl-long-runs": lambda: smollm2_rl_runs_table(pattern=SMOLLM2_RL_SEED_SETS["50 updates"]),
     "smollm2-rl-long-seeds": lambda: smollm2_rl_seeds_table(pattern=SMOLLM2_RL_SEED_SETS["50 updates"]),
     "process-reward-study-rooms": lambda: process_reward_study_table(
