@@ -30,7 +30,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
@@ -40,7 +39,7 @@ import numpy as np
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])  # the checkout, not benchmarks/ (see budgetmix_study.py)
 
-from benchmarks.provenance import provenance  # noqa: E402
+from benchmarks.provenance import provenance, write_results  # noqa: E402
 
 ENVS = {"KeyDoor-v0": "mix:2,3,4,6", "KeyDoorRooms-v0": "mix:4,5,6,8"}  # the study's mix budgets per family
 #: Hand-played paths per env (reset seed, task): the expert's moves, then the final door.
@@ -197,7 +196,7 @@ def main(argv: list[str] | None = None) -> None:
 
     started = provenance(sys.argv)
     overrides = parse_overrides(args.set)
-    report: dict[str, Any] = {"provenance": started, "coef": args.coef, "seed": args.seed,
+    report: dict[str, Any] = {"coef": args.coef, "seed": args.seed,
                               "train_updates": args.train_updates, "overrides": overrides, "envs": {}}
     for env_id in args.env_id or list(ENVS):
         config, episodes = sampled_episodes(env_id, args.groups, args.seed, args.coef, args.train_updates, overrides)
@@ -208,8 +207,7 @@ def main(argv: list[str] | None = None) -> None:
         report["envs"][env_id] = {"scripted": scripted, "sampled": sampled}
         print_summary(env_id, scripted, sampled)
     out = Path(args.out or Path(__file__).resolve().parents[1] / "docs/data/process-reward-trace" / f"{args.label}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    write_results(out, started, report)  # provenance first, with the load at the end too
     print(f"\nwrote {out}")
 
 

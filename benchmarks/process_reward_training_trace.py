@@ -37,7 +37,6 @@ Run::
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
@@ -49,7 +48,7 @@ import numpy as np
 
 sys.path[0] = str(Path(__file__).resolve().parents[1])  # the checkout, not benchmarks/ (see budgetmix_study.py)
 
-from benchmarks.provenance import provenance  # noqa: E402
+from benchmarks.provenance import provenance, write_results  # noqa: E402
 
 MIX = {"KeyDoor-v0": "mix:2,3,4,6", "KeyDoorRooms-v0": "mix:4,5,6,8"}  # the study's mix budgets
 KINDS = ("progress", "regress", "invalid", "no_effect", "win_door", "loss_door", "stall_at_doors")
@@ -203,13 +202,12 @@ def main(argv: list[str] | None = None) -> None:
         print_row(metrics["update"], metrics, trace)
     trainer.rollout_pool.close()
     label = args.label or f"rooms-training-{args.arm.replace('+', '-')}-seed{args.seed}"
-    report = {"provenance": started, "env_id": args.env_id, "arm": args.arm, "seed": args.seed,
+    report = {"env_id": args.env_id, "arm": args.arm, "seed": args.seed,
               "budget": config.budget, "process_reward_coef": config.process_reward_coef,
               "process_reward_norm": config.process_reward_norm, "overrides": overrides,
               "cpu_seconds": time.process_time() - cpu, "updates": updates}
     out = Path(args.out or Path(__file__).resolve().parents[1] / "docs/data/process-reward-trace" / f"{label}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    write_results(out, started, report)  # provenance first, with the load at the end too
     print(f"wrote {out}")
 
 

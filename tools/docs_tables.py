@@ -265,10 +265,8 @@ def frontier_alfworld_table() -> str:
 
 
 def _source(file: str, provenance: dict[str, Any]) -> str:
-    """One line naming a results file and how it was made."""
-    return (f"From `docs/data/{file}`: `{provenance.get('command', '?')}` at commit "
-            f"`{str(provenance.get('commit', '?'))[:10]}`{' (uncommitted changes)' if provenance.get('dirty') else ''}"
-            f", load average {_load(provenance)} on {provenance.get('cpus', '?')} CPUs, {provenance.get('utc', '?')}.")
+    """One line naming ``docs/data/<file>`` and how it was made (:func:`_source_line`)."""
+    return _source_line(DATA / file, provenance)
 
 
 def alfworld_equivalence_table() -> str:
@@ -471,8 +469,10 @@ def alfworld_difficulty_table() -> str:
                f"{report['seed'] + report['tasks'] - 1}, {report['attempts']} attempts. ")
     return "\n".join(rows + ["", summary + _source("alfworld-difficulty/valid_unseen.json", report["provenance"])])
 def _source_line(path: Path, source: dict[str, Any]) -> str:
-    """``From `FILE`: `command` at commit `...`, load average ... on N CPUs, time.``"""
-    return (f"From `{path.relative_to(REPO).as_posix()}`: `{source.get('command', '?')}` at commit "
+    """``From `FILE`: `command` at commit `...`, load average ... on N CPUs, time.`` (FILE relative to the checkout;
+    a file outside it, as in the tests, by its name)."""
+    shown = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
+    return (f"From `{shown}`: `{source.get('command', '?')}` at commit "
             f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
             f"load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}.")
 
@@ -631,10 +631,8 @@ def smollm2_step_cost_table(path: Path | None = None) -> str:
                      + f" | {arm['cpu_seconds_per_turn']:.3f} | {arm['ratio_per_turn_to_first']:.2f} | "
                      f"{arm['ratio_backward_to_first']:.2f} |")
     source = facts["provenance"]
-    lines += ["", f"From `docs/data/smollm2-rl/step-cost.json`: `{source.get('command', '?')}` at commit "
-                  f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
-                  f"load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}; "
-                  f"{facts['settings']['updates']} interleaved updates per arm, mean per update."]
+    lines += ["", _source_line(path, source) + f" {facts['settings']['updates']} interleaved updates per arm, "
+                  "mean per update."]
     return "\n".join(lines)
 
 
@@ -715,11 +713,8 @@ def smollm2_perf_table(path: Path | None = None) -> str:
     lines += ["", f"GEMM rates (GFLOP/s, {settings['threads']} threads, same run) — {rates_text}. "
                   + "; ".join(ratios) + ". FLOP counts from a replay of each local row: records identical to the "
                   f"timed run: {'yes' if identical else 'NO'}.",
-              "", f"From `docs/data/smollm2-perf/results.json`: `{source.get('command', '?')}` at commit "
-                  f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
-                  f"load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}; "
-                  f"{settings['env']} ({settings['env_kwargs']}), T={settings['turns']}, the best prompt, greedy, "
-                  f"torch {settings['torch']}."]
+              "", _source_line(path, source) + f" {settings['env']} ({settings['env_kwargs']}), T={settings['turns']}, "
+                  f"the best prompt, greedy, torch {settings['torch']}."]
     return "\n".join(lines)
 
 
@@ -856,10 +851,8 @@ def decode_attention_ab_table(path: Path | None = None) -> str:
                      f"{', '.join(f'{v:.1f}' for v in sdpa['run_cpu_s'])} / "
                      f"{', '.join(f'{v:.1f}' for v in grouped['run_cpu_s'])} | {row['same_actions']} of {row['episodes']} |")
     settings, source = facts["settings"], facts["provenance"]
-    lines += ["", f"From `docs/data/smollm2-perf/decode-attention.json`: `{source.get('command', '?')}` at commit "
-                  f"`{str(source.get('commit', '?'))[:10]}`, load average {_load(source)}, {source.get('utc', '?')}; "
-                  f"{settings['episodes']} episodes in flight, T={settings['turns']}, {settings['threads']} thread, "
-                  f"alternated runs (A B A B)."]
+    lines += ["", _source_line(path, source) + f" {settings['episodes']} episodes in flight, T={settings['turns']}, "
+                  f"{settings['threads']} thread, alternated runs (A B A B)."]
     return "\n".join(lines)
 
 
@@ -1016,8 +1009,7 @@ def llm_rollout_targets_table(path: Path | None = None) -> str:
     return "\n".join(rows + ["", f"{settings['env_id']}, T = {settings['turns']}, {settings['new_tokens']} new tokens, "
                                   f"{settings['episodes_single']} episodes at batch 1 and {settings['episodes_batched']} at "
                                   f"{batch} in flight, torch on {settings['torch_threads']} thread(s). "
-                                  + _source(path.relative_to(DATA).as_posix() if path.is_relative_to(DATA) else path.name,
-                                            report["provenance"])])
+                                  + _source_line(path, report["provenance"])])
 
 
 
@@ -1118,8 +1110,7 @@ def smollm2_pipeline_table(path: Path | None = None) -> str:
     sft, rl, settings, source = facts["sft"], facts["rl"], facts["settings"], facts["provenance"]
     updates, cpu = rl["updates"], rl["mean_cpu_seconds_per_update"]
     tasks, t = settings["eval_tasks"], settings["eval_t"]
-    lines = [f"| measured (commit `{str(source.get('commit', '?'))[:7]}`, load average {_load(source)} on "
-             f"{source.get('cpus', '?')} CPUs) | figure |", "|---|---|",
+    lines = ["| measured | figure |", "|---|---|",
              f"| SFT, {sft['episodes']} random episodes → {sft['turns']} turns, {sft['config']['steps']} LoRA steps of "
              f"{sft['config']['batch_size']} turns | reply loss {sft['reply_loss_before']:.2f} → "
              f"{sft['reply_loss_after']:.2f}; {sft['cpu_seconds']:.0f} CPU-s ({sft['seconds']:.0f} s wall) |",
@@ -1139,7 +1130,7 @@ def smollm2_pipeline_table(path: Path | None = None) -> str:
              f"{sum(u['rollout_seconds'] for u in updates) / len(updates):.1f} / "
              f"{sum(u['update_seconds'] for u in updates) / len(updates):.1f} |",
              f"| the held-out evaluations (with loading and saving) | {rl['eval_cpu_seconds']:.0f} CPU-s |",
-             "", f"From `docs/data/smollm2-rl/results.json`: `{source.get('command', '?')}`, {source.get('utc', '?')}."]
+             "", _source_line(path, source)]
     return "\n".join(lines)
 
 
