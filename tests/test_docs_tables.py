@@ -52,8 +52,32 @@ def test_the_process_reward_study_table_shows_every_seed_and_the_paired_rows(tmp
     lines = docs_tables.process_reward_study_table(path).splitlines()
     assert lines[2:4] == ["| mix | 0 | 10.0 | 50.0 | 0.90 |", "| mix | 1 | 20.0 | 50.0 | 0.90 |"]  # seeds in order
     assert "| mix+pr − mix | -12.5 [-30.0, -5.0]* | +0.0 [n/a, n/a] |" in lines
-    assert lines[-1].startswith("From `docs/data/process-reward-study/keydoor.json`: `python benchmarks/budgetmix")
+    assert lines[-1].startswith("From `keydoor.json`: `python benchmarks/budgetmix")  # a file outside the checkout
     assert "(no results file" in docs_tables.process_reward_study_table(tmp_path / "missing.json")
+
+
+def test_the_real_model_fixed_vs_mix_table_reads_the_rows_before_rl_then_the_arms(tmp_path, monkeypatch):
+    monkeypatch.setattr(docs_tables, "DATA", tmp_path)
+    source = {"command": "python benchmarks/smollm2_table.py", "commit": "abc", "cpus": 2}
+    for folder, name, value in (("smollm2-table", "zero-shot", 0.0), ("smollm2-arms", "sft-format-40", 0.25)):
+        (tmp_path / folder).mkdir(exist_ok=True)
+        cells = {"2": {"pass1": value, "successes": int(4 * value), "tasks": 4, "wilson95": [0.0, 0.5]}}
+        (tmp_path / folder / f"{name}.json").write_text(json.dumps({"row": name, "provenance": source,
+                                                                     "held_out_pass1": cells}))
+    cell = {"mean": 0.5, "ci_low": 0.25, "ci_high": 0.75}
+    study = {"ts": [2, 3], "seeds": [0], "updates": 50, "eval_tasks": 4, "eval_attempts": 1, "cpu_seconds": 60,
+             "per_seed": {arm: {"0": {"held_out_pass1": {"2": 0.5, "3": 0.75}, "train_success_last20": 0.9,
+                                      "run_command": f"python rl.py --budget {arm}"}} for arm in ("mix:2,3", "fixed:3")},
+             "pass1": {arm: {"2": cell, "3": cell} for arm in ("mix:2,3", "fixed:3")},
+             "paired": {"mix:2,3 − fixed:3": {t: {"diff": 0.0, "ci_low": 0.0, "ci_high": 0.0, "significant": False}
+                                             for t in ("2", "3")}},
+             "provenance": {"command": "python benchmarks/smollm2_budget_arms.py", "commit": "abc"}}
+    (tmp_path / "smollm2-arms" / "study.json").write_text(json.dumps(study))
+    lines = docs_tables.smollm2_fixed_vs_mix_table().splitlines()
+    assert lines[2] == "| zero-shot | none (the base model) | 0.0 [0.0, 50.0] | – | 4 |"  # no T=3 cell measured
+    assert lines[3].startswith("| sft-format-40 | none (the base model) | 25.0 [0.0, 50.0] | – |")
+    assert "| fixed:3 | 0 | 50.0 | 75.0 | 0.90 |" in lines and "| mix:2,3 − fixed:3 | +0.0 [+0.0, +0.0] | +0.0 [+0.0, +0.0] |" in lines
+    assert lines[-1] == "- fixed:3 seed 0: `python rl.py --budget fixed:3`"
 
 
 def test_the_process_reward_training_trace_table_averages_each_phase_of_updates(tmp_path):

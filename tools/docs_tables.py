@@ -145,7 +145,8 @@ def process_reward_study_table(path: Path | None = None) -> str:
             f"{100 * c['diff']:+.1f} [{_points(c['ci_low'], True)}, {_points(c['ci_high'], True)}]"
             f"{'*' if c['significant'] else ''}" for c in map(by_t.get, map(str, ts))) + " |")
     source = report["provenance"]
-    rows += ["", f"From `docs/data/process-reward-study/{path.name}`: `{source.get('command', '?')}` at commit "
+    shown = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
+    rows += ["", f"From `{shown}`: `{source.get('command', '?')}` at commit "
                  f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
                  f"{len(report['seeds'])} seeds x {report['updates']} updates, {report['eval_tasks']} held-out tasks x "
                  f"{report['eval_attempts']} attempts, load average {_load(source)} on {source.get('cpus', '?')} CPUs, "
@@ -1017,13 +1018,12 @@ def budgetmix_study_table() -> str:
     """The BudgetMix study (fixed:2, fixed:6, mix, curriculum on KeyDoor): per seed, means, paired differences.
 
     The same ``benchmarks/budgetmix_study.py --results`` file format as the process-reward study, so the same
-    table, naming its own file (docs/data/budgetmix-study/keydoor.json).
+    table (from docs/data/budgetmix-study/keydoor.json).
     """
     path = DATA / "budgetmix-study" / "keydoor.json"
     if not path.is_file():
         return f"(no results file {path.relative_to(REPO).as_posix()} yet)"
-    return process_reward_study_table(path).replace("docs/data/process-reward-study/keydoor.json",
-                                                    path.relative_to(REPO).as_posix())
+    return process_reward_study_table(path)
 
 
 
@@ -1134,6 +1134,40 @@ def smollm2_pipeline_table(path: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+#: The real-model table's rows before RL (issue 36): the base model, the format SFT start every arm trains from,
+#: the expert clone (the paper's "before RL" row), as ``(folder under docs/data, row)``.
+SMOLLM2_BEFORE_RL = (("smollm2-table", "zero-shot"), ("smollm2-arms", "sft-format-40"), ("smollm2-table", "sft-expert"))
+
+
+def smollm2_fixed_vs_mix_table(path: Path | None = None) -> str:
+    """Issue 36's real-model table: the rows before RL (one evaluation each, Wilson CIs), then the RL arms from
+    ``benchmarks/smollm2_budget_arms.py``'s study file (per seed, means, paired differences over seeds)."""
+    path = path or DATA / "smollm2-arms" / "study.json"
+    if not path.is_file():
+        return f"(no results file {path.name} under {path.parent} yet)"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    ts = report["ts"]
+    lines = ["| before RL | training | " + " | ".join(f"T={t} [95 % Wilson CI]" for t in ts) + " | tasks |",
+             "|---|---|" + "---|" * len(ts) + "---|"]
+    sources = []
+    for folder, name in SMOLLM2_BEFORE_RL:
+        row_path = DATA / folder / f"{name}.json"
+        if not row_path.is_file():
+            continue
+        row = json.loads(row_path.read_text(encoding="utf-8"))
+        cells = []
+        for t in ts:
+            cell = row["held_out_pass1"].get(str(t))
+            cells.append("–" if cell is None else f"{100 * cell['pass1']:.1f} [{100 * cell['wilson95'][0]:.1f}, "
+                                                  f"{100 * cell['wilson95'][1]:.1f}]")
+        tasks = max(cell["tasks"] for cell in row["held_out_pass1"].values())
+        lines.append(f"| {name} | {_smollm2_training(row)} | " + " | ".join(cells) + f" | {tasks} |")
+        sources.append(f"- {name}: " + _source_line(row_path, row["provenance"]))
+    runs = [f"- {arm} seed {seed}: `{run['run_command']}`" for arm, by_seed in report["per_seed"].items()
+            for seed, run in by_seed.items()]
+    return "\n".join([*lines, "", *sources, "", process_reward_study_table(path), "", "The runs:", *runs])
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -1179,6 +1213,7 @@ GENERATORS: dict[str, Generator] = {
     "budgetmix-study": budgetmix_study_table,
     "served-throughput": served_throughput_table,
     "alfworld-fast-speed": alfworld_fast_speed_table,
+    "smollm2-fixed-vs-mix": smollm2_fixed_vs_mix_table,
 }
 
 
