@@ -1206,6 +1206,8 @@ GENERATORS: dict[str, Generator] = {
     "process-reward-credit-sums": process_reward_credit_sums_table,
     "process-reward-study-rooms-fixed": lambda: process_reward_study_table(
         DATA / "process-reward-study" / "keydoorrooms-seed0-fixed.json"),
+    "process-reward-study-rooms-paired": lambda: process_reward_study_table(
+        DATA / "process-reward-study" / "keydoorrooms.json"),
     "scienceworld-throughput": scienceworld_throughput_table,
     "webshop-bm25-engines": webshop_bm25_engines_table,
     "alfworld-real-engine": alfworld_real_engine_table,

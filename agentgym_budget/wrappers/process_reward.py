@@ -56,10 +56,11 @@ reward: what collapsed training"):
   during training) still declined — training success 0.29 → 0.12, doors no longer opened —
   because the returns-to-go of normalised rewards averaged -0.2 to -0.5 per turn and pushed
   nearly every sampled turn down.  With the trainer's default credit (returns-to-go standardised
-  per group), the same seed did not decline (training success 0.34 over its last 20 updates,
-  doors still opened; held-out Pass@(1,T=4/8) 12.5/60.0) — one seed, no interval; the paired
-  multi-seed KeyDoorRooms study was not run (docs/trainer.md).  Safe where the loss rule's charge
-  is wanted: a wrong irreversible move forfeits the episode's progress, so in a group without a
+  per group), paired over 5 seeds × 60 updates: KeyDoor 73.5 vs 67.5 at T=2 (+6.0 points,
+  95 % CI [-10.7, +30.0]); KeyDoorRooms 8.5 vs 6.5 at T=4 and 40.0 vs 27.7 at T=8 (+12.3,
+  [-4.5, +31.7]), no seed declining — no harm, no help resolved.  GiGPO (``advantage="gigpo"``),
+  which needs no signal, was ahead of it on KeyDoor (+10.7, [+3.7, +17.8]) and level on
+  KeyDoorRooms.  Safe where the loss rule's charge is wanted: a wrong irreversible move forfeits the episode's progress, so in a group without a
   win it ranks opening a door below stalling at it (a true limit, kept).
 * ``subgoal`` — safe when every solution passes through the subgoals (a count that only grows;
   the raw form pays each distinct subgoal once).  Not measured in training here.
