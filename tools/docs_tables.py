@@ -563,13 +563,8 @@ def smollm2_table() -> str:
     lines = ["| row | training | " + " | ".join(f"held-out Pass@(1,T={t}) [95 % CI]" for t in ts) + " | tasks |",
              "|---|---|" + "---|" * len(ts) + "---|"]
     for row in rows:
-        cells = []
-        for t in ts:
-            cell = row["held_out_pass1"].get(str(t))
-            cells.append("–" if cell is None else f"{cell['pass1']:.2f} [{cell['wilson95'][0]:.2f}, "
-                                                  f"{cell['wilson95'][1]:.2f}] ({cell['successes']}/{cell['tasks']})")
-        tasks = max(cell["tasks"] for cell in row["held_out_pass1"].values())
-        lines.append(f"| {row['row']} | {_smollm2_training(row)} | " + " | ".join(cells) + f" | {tasks} |")
+        lines.append(_smollm2_row_line(row, ts, lambda c: f"{c['pass1']:.2f} [{c['wilson95'][0]:.2f}, "
+                                                          f"{c['wilson95'][1]:.2f}] ({c['successes']}/{c['tasks']})"))
     seed_sets = {name: smollm2_rl_table_row(pattern=pattern) for name, pattern in SMOLLM2_RL_SEED_SETS.items()}
     for name, rl in seed_sets.items():  # each configuration's seeds (their last held-out evaluation)
         if rl is None:
@@ -596,6 +591,13 @@ def smollm2_table() -> str:
             lines.append(f"- sft-format+rl-mix, {name}: the last held-out evaluation of each seed in "
                          f"`docs/data/smollm2-rl/{SMOLLM2_RL_SEED_SETS[name]}` (commands in the runs' tables below).")
     return "\n".join(lines)
+
+
+def _smollm2_row_line(row: dict[str, Any], ts: list[int], cell_text: Callable[[dict[str, Any]], str]) -> str:
+    """``| row | training | cell per T (– where the row has no T) | tasks |`` of a smollm2_table.py row file."""
+    cells = [cell_text(cell) if (cell := row["held_out_pass1"].get(str(t))) else "–" for t in ts]
+    tasks = max(cell["tasks"] for cell in row["held_out_pass1"].values())
+    return f"| {row['row']} | {_smollm2_training(row)} | " + " | ".join(cells) + f" | {tasks} |"
 
 
 def _smollm2_training(row: dict[str, Any]) -> str:
@@ -1155,13 +1157,8 @@ def smollm2_fixed_vs_mix_table(path: Path | None = None) -> str:
         if not row_path.is_file():
             continue
         row = json.loads(row_path.read_text(encoding="utf-8"))
-        cells = []
-        for t in ts:
-            cell = row["held_out_pass1"].get(str(t))
-            cells.append("–" if cell is None else f"{100 * cell['pass1']:.1f} [{100 * cell['wilson95'][0]:.1f}, "
-                                                  f"{100 * cell['wilson95'][1]:.1f}]")
-        tasks = max(cell["tasks"] for cell in row["held_out_pass1"].values())
-        lines.append(f"| {name} | {_smollm2_training(row)} | " + " | ".join(cells) + f" | {tasks} |")
+        lines.append(_smollm2_row_line({**row, "row": name}, ts, lambda c: f"{100 * c['pass1']:.1f} "
+                                       f"[{100 * c['wilson95'][0]:.1f}, {100 * c['wilson95'][1]:.1f}]"))
         sources.append(f"- {name}: " + _source_line(row_path, row["provenance"]))
     runs = [f"- {arm} seed {seed}: `{run['run_command']}`" for arm, by_seed in report["per_seed"].items()
             for seed, run in by_seed.items()]
