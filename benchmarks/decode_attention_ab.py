@@ -25,7 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.provenance import provenance, write_results  # noqa: E402
-from benchmarks.smollm2_perf import PROMPT_OPTIONS, StepClock, run_episodes  # noqa: E402
+from benchmarks.llm_rollout_throughput import ModelTimer  # noqa: E402
+from benchmarks.smollm2_perf import PROMPT_OPTIONS, run_episodes  # noqa: E402
 
 
 def compare(dtype: str, episodes: int, turns: int) -> dict[str, Any]:
@@ -37,7 +38,7 @@ def compare(dtype: str, episodes: int, turns: int) -> dict[str, Any]:
     policies = {name: make_policy("hf", model="smollm2", model_kwargs={"dtype": getattr(torch, dtype)},
                                   decode_attention=choice, **PROMPT_OPTIONS)
                 for name, choice in (("transformers_sdpa", "transformers"), ("grouped", "grouped"))}
-    clocks = {name: StepClock(policy.backend) for name, policy in policies.items()}
+    clocks = {name: ModelTimer(policy.backend) for name, policy in policies.items()}
     for policy in policies.values():
         run_episodes(policy, 8, 2, 8)  # warm-up
     figures: dict[str, dict[str, list[float]]] = {name: {"decode_cpu_s": [], "run_cpu_s": []} for name in policies}

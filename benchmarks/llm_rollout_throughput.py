@@ -41,6 +41,7 @@ import argparse
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
@@ -48,18 +49,20 @@ ENV_ID = "ALFWorld-Budget-v0"
 
 
 class ModelTimer:
-    """Adds up the time an HFChatBackend spends in the model: prompt passes, decode steps, the sampler.
+    """Adds up the time an HFChatBackend spends in the model: whole calls (prompt passes, decode steps, the
+    sampler: ``wall``/``cpu``) and the decode steps alone (``step_wall``/``step_cpu``, ``steps``, the rows they
+    advanced, and with a ``FlopCounterMode`` given to :meth:`reset`, their FLOPs).
 
     It wraps the backend's own methods in place (the policy keeps talking to the backend itself,
-    so per-episode KV reuse stays on).
+    so per-episode KV reuse stays on).  ``benchmarks/smollm2_perf.py`` and ``decode_attention_ab.py`` use it too.
     """
 
-    def __init__(self, backend):
+    def __init__(self, backend: Any) -> None:
         self.backend = backend
         self.reset()
         decode, step = backend._decode, backend._step
 
-        def timed_decode(*args, **kwargs):
+        def timed_decode(*args: Any, **kwargs: Any) -> Any:
             wall, cpu = time.perf_counter(), time.process_time()
             try:
                 return decode(*args, **kwargs)
@@ -67,19 +70,26 @@ class ModelTimer:
                 self.wall += time.perf_counter() - wall
                 self.cpu += time.process_time() - cpu
 
-        def timed_step(*args, **kwargs):
-            cpu = time.process_time()
+        def timed_step(*args: Any, **kwargs: Any) -> Any:
+            flops_before = self.counter.get_total_flops() if self.counter is not None else 0
+            wall, cpu = time.perf_counter(), time.process_time()
             try:
                 return step(*args, **kwargs)
             finally:
+                self.step_wall += time.perf_counter() - wall
                 self.step_cpu += time.process_time() - cpu
                 self.steps += 1
+                self.step_rows += len(args[0].rows)
+                if self.counter is not None:
+                    self.step_flops += self.counter.get_total_flops() - flops_before
 
         backend._decode, backend._step = timed_decode, timed_step
 
-    def reset(self) -> None:
-        self.wall = self.cpu = self.step_cpu = 0.0
-        self.steps = 0
+    def reset(self, counter: Any = None) -> None:
+        """Zero the sums; count the decode steps' FLOPs from now on with ``counter`` (a FlopCounterMode), if given."""
+        self.wall = self.cpu = self.step_wall = self.step_cpu = 0.0
+        self.steps = self.step_rows = self.step_flops = 0
+        self.counter = counter
         self.prompt_tokens_run = self.backend.prompt_tokens_run
         self.reused_tokens = self.backend.reused_tokens
 

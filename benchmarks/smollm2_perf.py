@@ -49,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # benchmarks.* and tools.*, from a checkout
 
+from benchmarks.llm_rollout_throughput import ModelTimer  # noqa: E402
 from benchmarks.provenance import provenance, write_results  # noqa: E402
 
 ENV_ID = "KeyDoor-Budget-v0"
@@ -109,49 +110,6 @@ def run_episodes(policy: Any, episodes: int, turns: int, in_flight: int) -> dict
             "completion_tokens": sum(int(r.completion_tokens or 0) for r in records)}
 
 
-class StepClock:
-    """Wall and CPU seconds inside an ``HFChatBackend``'s decode steps (``_step``) and whole calls (``_decode``)."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.reset()
-        decode, step = backend._decode, backend._step
-
-        def timed_decode(*args: Any, **kwargs: Any) -> Any:
-            wall = time.perf_counter()
-            try:
-                return decode(*args, **kwargs)
-            finally:
-                self.model_wall += time.perf_counter() - wall
-
-        def timed_step(*args: Any, **kwargs: Any) -> Any:
-            wall, cpu = time.perf_counter(), time.process_time()
-            try:
-                return step(*args, **kwargs)
-            finally:
-                self.step_wall += time.perf_counter() - wall
-                self.step_cpu += time.process_time() - cpu
-                self.steps += 1
-                self.step_rows += len(args[0].rows)
-                if self.counter is not None:
-                    self.step_flops += self.counter.get_total_flops() - self._flops_before
-            return None
-
-        def counted_step(*args: Any, **kwargs: Any) -> Any:
-            if self.counter is not None:
-                self._flops_before = self.counter.get_total_flops()
-            return timed_step(*args, **kwargs)
-
-        backend._decode, backend._step = timed_decode, counted_step
-
-    def reset(self, counter: Any = None) -> None:
-        self.model_wall = self.step_wall = self.step_cpu = 0.0
-        self.steps = self.step_rows = self.step_flops = 0
-        self.counter, self._flops_before = counter, 0
-        self.prompt_tokens_run = self.backend.prompt_tokens_run
-        self.reused_tokens = self.backend.reused_tokens
-
-
 def local_rows(levels: list[int], episodes: dict[int, int], turns: int, threads: int, dtype: str) -> tuple[dict, dict]:
     """The local backend (weights in ``dtype``) at each number of episodes in flight; also the model's shape."""
     import torch
@@ -165,17 +123,16 @@ def local_rows(levels: list[int], episodes: dict[int, int], turns: int, threads:
     config = backend.model.config
     shape = {"hidden": config.hidden_size, "intermediate": config.intermediate_size, "layers": config.num_hidden_layers,
              "vocab": config.vocab_size, "parameters": sum(p.numel() for p in backend.model.parameters())}
-    clock = StepClock(backend)
+    clock = ModelTimer(backend)
     for level in sorted(set(levels)):  # warm-up at every batch shape: allocator, first-call costs
         run_episodes(policy, level, 2, level)
     rows = {}
     for level in levels:
         clock.reset()
         timed = run_episodes(policy, episodes[level], turns, level)
-        prompt_run = backend.prompt_tokens_run - clock.prompt_tokens_run
-        reused = backend.reused_tokens - clock.reused_tokens
+        prompt_run, reused = clock.prompt_tokens()
         step = {"wall": clock.step_wall, "cpu": clock.step_cpu, "steps": clock.steps, "rows": clock.step_rows,
-                "model_wall": clock.model_wall}
+                "model_wall": clock.wall}
         with FlopCounterMode(display=False) as counter:  # the replay: FLOPs, not time
             clock.reset(counter)
             replay = run_episodes(policy, episodes[level], turns, level)
