@@ -30,6 +30,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from agentgym_budget.eval.stats import t_interval  # noqa: E402
 from benchmarks import smollm2_table  # noqa: E402
 from benchmarks.budgetmix_study import folder_name, ints, paired_over_seeds  # noqa: E402
 from benchmarks.provenance import provenance, write_results  # noqa: E402
@@ -76,15 +77,17 @@ def evaluated_row(args: argparse.Namespace, row: str, model: str, adapter: Path 
     return smollm2_table.main(argv + (["--adapter", str(adapter)] if adapter else []))
 
 
-def run_facts(run: Path, results_root: Path) -> dict[str, Any]:
-    """The training run's command and CPU time, from the ``results.json`` smollm2_rl.py wrote for it (the one under
-    ``results_root`` whose ``--work`` was ``run``); ``None`` values when there is none."""
+def runs_by_work(results_root: Path) -> dict[str, dict[str, Any]]:
+    """Each training run's command and CPU time, by its ``--work`` folder, from the ``results.json`` files
+    smollm2_rl.py wrote under ``results_root``."""
+    runs = {}
     for path in sorted(results_root.glob("**/results.json")):
         results = json.loads(path.read_text())
-        if results.get("settings", {}).get("work") == str(run):
-            return {"command": results["provenance"]["command"], "results_file": path.as_posix(),
-                    "cpu_seconds_of_updates": results.get("rl", {}).get("cpu_seconds_of_updates")}
-    return {"command": None, "results_file": None, "cpu_seconds_of_updates": None}
+        work = results.get("settings", {}).get("work")
+        if work is not None:
+            runs[work] = {"command": results["provenance"]["command"], "results_file": path.as_posix(),
+                          "cpu_seconds_of_updates": results.get("rl", {}).get("cpu_seconds_of_updates")}
+    return runs
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -109,6 +112,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     seeds, ts = ints(args.seeds), ints(args.ts)
     start = time.process_time()
 
+    known_runs = runs_by_work(Path(args.runs_results))
+    missing = {"command": None, "results_file": None, "cpu_seconds_of_updates": None}
     rows: dict[str, dict[int, dict[str, Any]]] = {}
     runs: dict[str, dict[int, dict[str, Any]]] = {}
     for budget, pattern in arms:
@@ -117,12 +122,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             run = Path(pattern.format(seed=seed))
             adapter, config = checkpoint(run, args.update, budget)  # its SFT folder is the row's model
             rows[budget][seed] = evaluated_row(args, f"{arm_name(budget)}-seed{seed}", config["model"], adapter)
-            runs[budget][seed] = run_facts(run, Path(args.runs_results))
+            runs[budget][seed] = known_runs.get(str(run), missing)
 
     def pass1(budget: str, seed: int, t: int) -> float:
         return rows[budget][seed]["held_out_pass1"][str(t)]["pass1"]
-
-    from agentgym_budget.eval.stats import t_interval
 
     names = [budget for budget, _ in arms]
     report = {
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "cpu_seconds": rows[budget][seed]["rl"]["cpu_seconds"],
             "run_command": runs[budget][seed]["command"], "run_results": runs[budget][seed]["results_file"],
             "eval_command": rows[budget][seed]["provenance"]["command"]} for seed in seeds} for budget in names},
-        "pass1": {budget: {str(t): _mean_with_ci([pass1(budget, s, t) for s in seeds], t_interval) for t in ts}
+        "pass1": {budget: {str(t): _mean_with_ci([pass1(budget, s, t) for s in seeds]) for t in ts}
                   for budget in names},
         "paired": {f"{names[0]} − {other}": {str(t): paired_over_seeds({s: pass1(names[0], s, t) for s in seeds},
                                                                        {s: pass1(other, s, t) for s in seeds})
@@ -153,7 +156,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     return report
 
 
-def _mean_with_ci(values: list[float], t_interval: Any) -> dict[str, Any]:
+def _mean_with_ci(values: list[float]) -> dict[str, Any]:
     low, high = t_interval(values)
     return {"mean": sum(values) / len(values), "ci_low": low, "ci_high": high, "values": values}
 
