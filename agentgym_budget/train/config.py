@@ -35,7 +35,10 @@ from agentgym_budget.flags import add_arguments, flag, from_arguments
 from agentgym_budget.flags import flag_table as table_of_flags
 from agentgym_budget.wrappers.budget_spec import parse_budget_spec
 
-__all__ = ["SFTConfig", "TrainConfig", "add_config_arguments", "config_from_arguments", "flag_table",
+#: The process credits of ``process_reward_norm`` (train/grpo.py ``turn_credits`` computes them).
+PROCESS_NORMS = ("none", "rewards", "group")
+
+__all__ = ["PROCESS_NORMS", "SFTConfig", "TrainConfig", "add_config_arguments", "config_from_arguments", "flag_table",
            "keydoor_smoke_config"]
 
 #: ``None`` defaults resolved by the model: ``(for "tiny", for any other model)``.  The tiny values
@@ -242,7 +245,7 @@ class TrainConfig:
             if getattr(self, name) is None:
                 setattr(self, name, for_tiny if tiny else otherwise)
         _one_of("advantage", self.advantage, ("grpo", "rloo", "gigpo"))
-        _one_of("process_reward_norm", self.process_reward_norm, ("none", "rewards", "group"))
+        _one_of("process_reward_norm", self.process_reward_norm, PROCESS_NORMS)
         _one_of("loss_aggregation", self.loss_aggregation, ("token-mean", "turn-mean", "episode-mean"))
         _one_of("bf16", self.bf16, ("auto", "on", "off"))
         _one_of("compile", self.compile, ("auto", "on", "off"))

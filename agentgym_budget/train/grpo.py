@@ -55,6 +55,7 @@ from typing import Any
 
 import torch
 
+from agentgym_budget.train.config import PROCESS_NORMS
 from agentgym_budget.train.kernels import token_logprobs, token_logprobs_reference
 from agentgym_budget.train.rollout import Episode
 
@@ -192,10 +193,6 @@ def turn_credits(episodes: Sequence[Episode], group_size: int, gamma: float = 1.
         group = [_returns_to_go(r, gamma) for r in group]
         credits += _standardised(group, eps) if norm == "group" else group  # then the returns-to-go
     return credits
-
-
-#: ``turn_credits``'s normalisations of the process credit (``TrainConfig.process_reward_norm``).
-PROCESS_NORMS = ("none", "rewards", "group")
 
 
 def _standardised(values: list[list[float]], eps: float) -> list[list[float]]:
