@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 __all__ = ["ChatBackend", "Completion", "Message", "Sampling"]
 
@@ -54,6 +54,10 @@ class Completion:
     prompt_ids: list[int] | None = None
     completion_ids: list[int] | None = None
     logprobs: list[float] | None = field(default=None, repr=False)
+    #: ``[tokens fed, hidden]``: the hidden states that entered one decoder layer for every token the model
+    #: was fed (the prompt, then the reply but its last token), where the backend was asked to keep them
+    #: (``HFChatBackend(keep_hidden_at=...)``: what the trainer's loss reuses of the frozen layers below it)
+    hidden_states: Any = field(default=None, repr=False)
 
 
 @runtime_checkable

@@ -157,6 +157,7 @@ class _Prefix:
 
     ids: list[int]  # the tokens they belong to (prompt + reply tokens fed back)
     kv: list[tuple[Any, Any]]  # per layer: keys, values, each [kv_heads, len(ids), head_dim]
+    hidden: Any = None  # [len(ids), hidden]: what entered layer ``keep_hidden_at`` (when the backend keeps it)
 
 
 @dataclass
@@ -206,6 +207,11 @@ class HFChatBackend:
             the CPU kernel's ``enable_gqa`` path took 2.4x the CPU, in float32 both cost the same
             and transformers' path keeps the trainer's numerics bit for bit
             (``benchmarks/decode_attention_ab.py``, docs/evaluation.md).
+        keep_hidden_at: a decoder layer's index: every completion also carries the hidden states
+            that entered that layer for each token the model was fed — the prompt (a reused
+            prefix's from the turn that computed it), then the reply but its last token —
+            as ``Completion.hidden_states`` ``[tokens, hidden]`` (float, on the model's device).
+            What the trainer's loss reuses of the frozen layers below it (``TrainConfig.trunk_reuse``).
     """
 
     #: where the model runs, not what it replies: a resume may change it
@@ -213,7 +219,7 @@ class HFChatBackend:
 
     def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None,
                  reuse_prefix: bool = True, max_cached: int = 64, compile: bool = False,
-                 decode_attention: str = "auto") -> None:
+                 decode_attention: str = "auto", keep_hidden_at: int | None = None) -> None:
         self._torch = require("torch", "llm", "the hf policy")
         if max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be >= 1, got {max_prompt_tokens}")
@@ -237,6 +243,7 @@ class HFChatBackend:
             decode_attention == "auto" and (compile or next(model.parameters()).dtype != self._torch.float32))
         step = compiled(model, dynamic=True) if compile else model  # compiled: rows and cache width symbolic
         self._decode_step = (lambda **inputs: _with_packed_decode_attention(model, step, inputs)) if grouped else step
+        self.keep_hidden_at = _hidden_layer(model, keep_hidden_at, compile)
 
     def fit(self, conversation: Sequence[Message]) -> list[int]:
         """The prompt ids of ``conversation`` under the context limit (oldest turns dropped first)."""
@@ -316,19 +323,38 @@ class HFChatBackend:
         self.model.eval()
         try:
             with torch.no_grad():
-                replies, logprobs = self._decode([list(p) for p in prompts], seeds, sampling,
-                                                 keys if self.reuses_prefixes else None)
+                replies, logprobs, hidden = self._decode([list(p) for p in prompts], seeds, sampling,
+                                                         keys if self.reuses_prefixes else None)
         finally:
             self.model.train(was_training)
-        return [self._completion(list(p), r, lp, sampling) for p, r, lp in zip(prompts, replies, logprobs)]
+        return [self._completion(list(p), r, lp, sampling, h)
+                for p, r, lp, h in zip(prompts, replies, logprobs, hidden)]
 
     # -- generation ------------------------------------------------------------------------------
     def _decode(self, prompts: list[list[int]], seeds: Sequence[int], sampling: Sampling,
-                keys: Sequence[Hashable] | None) -> tuple[list[list[int]], list[list[float]]]:
-        """Sample every row's reply; a row that ends (EOS, a stop string) leaves the batch at once."""
-        torch = self._torch
+                keys: Sequence[Hashable] | None) -> tuple[list[list[int]], list[list[float]], list[Any]]:
+        """Sample every row's reply; a row that ends (EOS, a stop string) leaves the batch at once.
+
+        Returns the replies, their tokens' log-probs and, per row, the hidden states kept
+        (``keep_hidden_at``; else ``None``)."""
         device = next(self.model.parameters()).device
-        batch = self._prefill(prompts, self._reusable(prompts, keys), device, sampling.max_new_tokens)
+        reused = self._reusable(prompts, keys)
+        capture = None
+        if self.keep_hidden_at is not None:
+            capture = _HiddenCapture(self.model.get_decoder().layers[self.keep_hidden_at], reused)
+        try:
+            replies, logprobs = self._sample_replies(prompts, reused, seeds, sampling, keys, device, capture)
+        finally:
+            if capture is not None:
+                capture.close()
+        hidden = [capture.states(row) for row in range(len(prompts))] if capture is not None else [None] * len(prompts)
+        return replies, logprobs, hidden
+
+    def _sample_replies(self, prompts: list[list[int]], reused: list[_Prefix | None], seeds: Sequence[int],
+                        sampling: Sampling, keys: Sequence[Hashable] | None, device: Any,
+                        capture: _HiddenCapture | None) -> tuple[list[list[int]], list[list[float]]]:
+        torch = self._torch
+        batch = self._prefill(prompts, reused, device, sampling.max_new_tokens, capture)
         draws = _UniformDraws(torch, seeds, device, sampling.max_new_tokens, batch.logits.shape[-1])
         stopper = _StopStrings(self.tokenizer, sampling.stop, len(prompts))
         replies: list[list[int]] = [[] for _ in prompts]
@@ -339,7 +365,7 @@ class HFChatBackend:
             if step == sampling.max_new_tokens - 1:
                 ended = list(range(len(batch.rows)))
             if ended and keys is not None:
-                self._keep(keys, prompts, replies, batch, ended)
+                self._keep(keys, prompts, replies, batch, ended, capture)
             if len(ended) == len(batch.rows):
                 break
             if ended:  # compact: the ended rows stop costing compute (one copy of the cache per ending step)
@@ -347,6 +373,8 @@ class HFChatBackend:
                 batch.keep(running)
                 tokens = tokens.index_select(0, running)
             self._step(batch, tokens)
+            if capture is not None:
+                capture.take_step(batch.rows)
         return replies, logprobs
 
     def _sample_next(self, batch: _Batch, uniform: Any, sampling: Sampling, stopper: _StopStrings,
@@ -378,8 +406,8 @@ class HFChatBackend:
         batch.next_position += 1
         batch.logits = out.logits[:, -1, :]
 
-    def _prefill(self, prompts: list[list[int]], reused: list[_Prefix | None], device: Any, max_new_tokens: int
-                 ) -> _Batch:
+    def _prefill(self, prompts: list[list[int]], reused: list[_Prefix | None], device: Any, max_new_tokens: int,
+                 capture: _HiddenCapture | None = None) -> _Batch:
         """Run each prompt's tokens after its reused prefix into a cache preallocated for the whole reply.
 
         Row layout: ``[pad | reused prefix | new tokens | decoded tokens]`` — every prompt in one
@@ -422,8 +450,12 @@ class HFChatBackend:
         group_rows = rows if len({len(n) for n in new}) == 1 else _PREFILL_ROWS
         groups = [slice(first, first + group_rows) for first in range(0, rows, group_rows)]
         prefill_mask = mask if padded else None
-        logits = torch.cat([self._prefill_group(cache, group, prompts, new, width, input_ids, positions, prefill_mask)
-                            for group in groups])
+        logits = []
+        for group in groups:
+            logits.append(self._prefill_group(cache, group, prompts, new, width, input_ids, positions, prefill_mask))
+            if capture is not None:  # each row's new tokens are its last columns of the group's input
+                capture.take_prefill(order[group], [len(n) for n in new[group]])
+        logits = torch.cat(logits)
         cache.advance(width)
         next_position = torch.tensor([[len(p)] for p in prompts], dtype=torch.long, device=device)
         return _Batch(order, cache, cache.model_cache(self.model.config.num_hidden_layers), mask, next_position, logits)
@@ -464,8 +496,11 @@ class HFChatBackend:
             kept = self._prefixes.get(key)
             common = _common_prefix(kept.ids, prompt) if kept is not None else 0
             common = min(common, len(prompt) - 1)
-            reused.append(_Prefix(prompt[:common], [(k[:, :common], v[:, :common]) for k, v in kept.kv])
-                          if kept is not None and common > 0 else None)
+            if kept is None or common == 0 or (self.keep_hidden_at is not None and kept.hidden is None):
+                reused.append(None)
+                continue
+            reused.append(_Prefix(prompt[:common], [(k[:, :common], v[:, :common]) for k, v in kept.kv],
+                                  kept.hidden[:common] if kept.hidden is not None else None))
         return reused
 
     @staticmethod
@@ -477,7 +512,7 @@ class HFChatBackend:
                     cache.write(layer, keys, values, start=end - keys.shape[1], row=row)
 
     def _keep(self, keys: Sequence[Hashable], prompts: list[list[int]], replies: list[list[int]], batch: _Batch,
-              places: Sequence[int]) -> None:
+              places: Sequence[int], capture: _HiddenCapture | None = None) -> None:
         """Keep the keys and values of the rows at ``places`` for the tokens they were fed (all but the last)."""
         torch = self._torch
         for place in places:
@@ -492,18 +527,72 @@ class HFChatBackend:
                 k, v = batch.cache.filled(layer)
                 columns = columns.to(k.device)
                 kv.append((k[place].index_select(1, columns), v[place].index_select(1, columns)))
-            self._prefixes[keys[row]] = _Prefix(ids, kv)
+            self._prefixes[keys[row]] = _Prefix(ids, kv, capture.states(row) if capture is not None else None)
             self._prefixes.move_to_end(keys[row])
         self.max_cached = max(self.max_cached, 2 * len(keys))
         while len(self._prefixes) > self.max_cached:
             self._prefixes.popitem(last=False)
 
-    def _completion(self, prompt: list[int], reply: list[int], logprobs: list[float], sampling: Sampling) -> Completion:
+    def _completion(self, prompt: list[int], reply: list[int], logprobs: list[float], sampling: Sampling,
+                    hidden: Any = None) -> Completion:
         text = self.tokenizer.decode(reply, skip_special_tokens=True)
         for stop in sampling.stop:
             text = text.split(stop, 1)[0]
         return Completion(text=text, prompt_tokens=len(prompt), completion_tokens=len(reply), prompt_ids=prompt,
-                          completion_ids=reply, logprobs=logprobs)
+                          completion_ids=reply, logprobs=logprobs, hidden_states=hidden)
+
+
+def _hidden_layer(model: Any, layer: int | None, compile: bool) -> int | None:
+    """``keep_hidden_at`` checked against the model (a layer it has; not with a compiled step, whose graph a
+    Python hook would break)."""
+    if layer is None:
+        return None
+    depth = len(model.get_decoder().layers)
+    if not 0 <= layer < depth:
+        raise ValueError(f"keep_hidden_at={layer} is not a decoder layer of this model (0 .. {depth - 1})")
+    if compile:
+        raise ValueError("keep_hidden_at needs the eager decode step (compile=False)")
+    return int(layer)
+
+
+class _HiddenCapture:
+    """The hidden states entering one decoder layer, gathered per conversation as a batch generates.
+
+    A forward pre-hook on the layer keeps its last input; after each prefill group and decode step
+    the caller says which conversations' tokens that input held.  A row's states are, in token
+    order: its reused prefix's (kept from an earlier turn: the same tokens at the same positions
+    under the same frozen layers), its new prompt tokens', then one per reply token fed back.
+    """
+
+    def __init__(self, layer: Any, reused: list[_Prefix | None]) -> None:
+        self.parts: list[list[Any]] = [[prefix.hidden] if prefix is not None and prefix.hidden is not None else []
+                                       for prefix in reused]
+        self.last: Any = None
+        self.handle = layer.register_forward_pre_hook(self._hook, with_kwargs=True)
+
+    def _hook(self, module: Any, args: tuple, kwargs: dict) -> None:
+        self.last = args[0] if args else kwargs["hidden_states"]
+
+    def take_prefill(self, rows: Sequence[int], new_tokens: Sequence[int]) -> None:
+        """The last prefill group held ``rows`` (conversation indices), each with its ``new_tokens`` last columns."""
+        width = self.last.shape[1]
+        for place, (row, count) in enumerate(zip(rows, new_tokens)):
+            self.parts[row].append(self.last[place, width - count:])
+
+    def take_step(self, rows: Sequence[int]) -> None:
+        """The last decode step fed one token to each of ``rows``, in batch order."""
+        for place, row in enumerate(rows):
+            self.parts[row].append(self.last[place])
+
+    def states(self, row: int) -> Any:
+        """``[tokens fed, hidden]`` of conversation ``row`` so far (joined once, then kept joined)."""
+        parts = self.parts[row]
+        if len(parts) > 1:  # the model's torch: this module imports torch only when a backend is built
+            self.parts[row] = parts = [require("torch", "llm", "the hf policy").cat(parts)]
+        return parts[0] if parts else None
+
+    def close(self) -> None:
+        self.handle.remove()
 
 
 def _prefill_mask(torch: Any, valid: Any, past_width: int, new_width: int, dtype: Any) -> Any:

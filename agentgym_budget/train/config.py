@@ -191,6 +191,11 @@ class TrainConfig:
     lora_layers: int = 0
     """LoRA on the top this many decoder layers only (0: every layer); the layers below have no adapter
     and autograd stops at the first adapted one, so the backward and its saved activations shrink"""
+    trunk_reuse: bool = True
+    """with ``lora_layers``: the rollout keeps the hidden states entering the first adapted layer for every
+    token it fed, and every log-prob pass of the update (loss, old policy, reference) runs only the top
+    layers on them, not the frozen trunk again (exact: the same layers on the same tokens; off with
+    bf16 autocast, gradient checkpointing or FSDP); the states are held for one update only"""
 
     # -- several processes (torchrun) -----------------------------------------------------
     distributed: str = "ddp"

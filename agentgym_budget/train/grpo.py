@@ -50,7 +50,9 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -214,6 +216,7 @@ class TurnSample:
     prompt_length: int  # loss positions are input_ids[prompt_length:]
     advantage: float  # the turn's advantage: episode outcome advantage + coef * process return-to-go (+ omega * A^S)
     episode_tokens: int = 0  # action tokens of the whole episode (for loss_aggregation="episode-mean")
+    trunk_states: Any = field(default=None, repr=False)  # the turn's Turn.trunk_states (trunk reuse), or None
 
     @property
     def action_tokens(self) -> int:
@@ -241,7 +244,7 @@ def turn_samples(
         episode_tokens = sum(len(turn.action_ids) for turn in episode.turns)
         samples += [
             TurnSample(turn.prompt_ids + turn.action_ids, len(turn.prompt_ids),
-                       advantage + process_coef * g + step_coef * a, episode_tokens)
+                       advantage + process_coef * g + step_coef * a, episode_tokens, turn.trunk_states)
             for turn, g, a in zip(episode.turns, to_go, steps)
             if turn.action_ids  # an empty reply has no token to credit
         ]
@@ -254,7 +257,9 @@ def collate(samples: Sequence[TurnSample], pad_id: int, aggregation: str) -> dic
     Returns ``input_ids``/``attention_mask`` ``[S, L]`` and, for the ``N`` action tokens in
     row-major order, ``rows``/``positions`` (where their logits come from: position ``p``
     predicts token ``p + 1``), ``targets``, ``advantages`` and ``weights`` ``[N]`` — the
-    weight of each token in the loss sum (see :func:`token_weight`).
+    weight of each token in the loss sum (see :func:`token_weight`).  When every sample carries
+    its trunk states, also ``trunk_states`` ``[S, L, H]`` (zero past each row's states: its last
+    token, whose output no loss position reads, and the pads).
     """
     width = max(len(s.input_ids) for s in samples)
     input_ids = torch.full((len(samples), width), pad_id, dtype=torch.long)
@@ -273,11 +278,28 @@ def collate(samples: Sequence[TurnSample], pad_id: int, aggregation: str) -> dic
         advantages += [sample.advantage] * actions
         weights += [token_weight(sample, aggregation)] * actions
     rows_t, positions_t = torch.tensor(rows), torch.tensor(positions)
+    trunk = _collated_trunk_states(samples, width)
     return {
+        **({"trunk_states": trunk} if trunk is not None else {}),
         "input_ids": input_ids, "attention_mask": attention_mask, "rows": rows_t, "positions": positions_t,
         "targets": input_ids[rows_t, positions_t + 1], "advantages": torch.tensor(advantages),
         "weights": torch.tensor(weights),
     }
+
+
+def _collated_trunk_states(samples: Sequence[TurnSample], width: int) -> torch.Tensor | None:
+    """``[S, width, H]`` right-padded trunk states, or ``None`` unless every sample has them."""
+    states = [s.trunk_states for s in samples]
+    if any(state is None for state in states):
+        return None
+    for sample, state in zip(samples, states):
+        if state.shape[0] != len(sample.input_ids) - 1:
+            raise ValueError(f"a sample of {len(sample.input_ids)} tokens carries trunk states for {state.shape[0]} "
+                             f"tokens (expected one per token but the last)")
+    out = states[0].new_zeros((len(samples), width, states[0].shape[-1]))
+    for row, state in enumerate(states):
+        out[row, : state.shape[0]] = state
+    return out
 
 
 def token_weight(sample: TurnSample, aggregation: str) -> float:
@@ -295,24 +317,71 @@ def token_weight(sample: TurnSample, aggregation: str) -> float:
 
 def action_logprobs(
     model: Any, batch: dict[str, torch.Tensor], *, temperature: float, fused: bool = True, chunk_size: int = 512,
-    compile: bool = False, autocast_dtype: torch.dtype | None = None,
+    compile: bool = False, autocast_dtype: torch.dtype | None = None, trunk_layer: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """``(logp, entropy)`` ``[N]`` of the batch's action tokens under ``model``.
 
     Runs the decoder stack (under autocast to ``autocast_dtype`` when given), picks the
     hidden states of the positions that predict action tokens, and applies the LM head there
-    only, in the head's own dtype (chunked when ``fused``).
+    only, in the head's own dtype (chunked when ``fused``).  With ``trunk_layer`` and the batch's
+    ``trunk_states`` (what entered that layer in the rollout, :func:`collate`) only the layers from
+    ``trunk_layer`` on run, on those states: the model's own forward (its position ids, rotary
+    embeddings and causal + padding mask) over its top layers (:func:`top_layers_only`).
     """
     head = model.get_output_embeddings()
     if getattr(head, "bias", None) is not None or getattr(model.config, "final_logit_softcapping", None):
         raise ValueError("action_logprobs needs a plain linear LM head (no bias, no logit soft-capping)")
     device = head.weight.device
+    decoder = model.get_decoder()
     with torch.autocast(device.type, dtype=autocast_dtype or torch.bfloat16, enabled=autocast_dtype is not None):
-        hidden = model.get_decoder()(input_ids=batch["input_ids"].to(device),
-                                     attention_mask=batch["attention_mask"].to(device)).last_hidden_state  # [S, L, H]
+        if trunk_layer is not None and "trunk_states" in batch:
+            with top_layers_only(decoder, trunk_layer):
+                hidden = decoder(inputs_embeds=batch["trunk_states"].to(device),
+                                 attention_mask=batch["attention_mask"].to(device)).last_hidden_state  # [S, L, H]
+        else:
+            hidden = decoder(input_ids=batch["input_ids"].to(device),
+                             attention_mask=batch["attention_mask"].to(device)).last_hidden_state  # [S, L, H]
     selected = hidden[batch["rows"].to(device), batch["positions"].to(device)].to(head.weight.dtype)  # [N, H]
     targets = batch["targets"].to(device)
     if fused:
         return token_logprobs(selected, head.weight, targets, chunk_size=chunk_size, temperature=temperature,
                               compile=compile)
     return token_logprobs_reference(selected, head.weight, targets, temperature=temperature)
+
+
+#: Decoder classes whose forward feeds ``inputs_embeds`` to the first layer unchanged (no embedding scale),
+#: so that handing it the states entering layer k and only layers k.. is the full forward's top part.
+TRUNK_DECODERS = ("LlamaModel", "Qwen2Model", "Qwen3Model", "MistralModel")
+
+
+@contextlib.contextmanager
+def top_layers_only(decoder: Any, first: int) -> Iterator[None]:
+    """``decoder`` (a transformers decoder stack) with its layers ``first ..`` only, while the block runs.
+
+    Fed the hidden states that entered layer ``first`` as ``inputs_embeds``, its forward is the full
+    forward's from there on: the same position ids (0 .. L-1 per right-padded row), rotary
+    embeddings and causal + padding mask, then the final norm.  Refused (one line) for a decoder
+    class not in :data:`TRUNK_DECODERS`.
+
+    Example:
+        >>> from agentgym_budget.train import tiny_model_and_tokenizer
+        >>> decoder = tiny_model_and_tokenizer("KeyDoor-v0")[0].get_decoder()
+        >>> with top_layers_only(decoder, 1):
+        ...     len(decoder.layers)
+        1
+        >>> len(decoder.layers)
+        2
+    """
+    name = type(decoder).__name__
+    if name not in TRUNK_DECODERS:
+        raise ValueError(f"trunk reuse supports the decoders {TRUNK_DECODERS}, not {name} (trunk_reuse=False)")
+    kinds = getattr(decoder.config, "layer_types", None)
+    if kinds is not None and len(set(kinds)) > 1:  # the forward picks each layer's mask by its place in the list
+        raise ValueError(f"trunk reuse needs one attention type in every layer, not {sorted(set(kinds))} "
+                         "(trunk_reuse=False)")
+    layers = decoder.layers
+    decoder.layers = layers[first:]  # a ModuleList of the same modules: their weights, hooks and layer_idx
+    try:
+        yield
+    finally:
+        decoder.layers = layers

@@ -64,7 +64,8 @@ from agentgym_budget.train.config import TrainConfig
 from agentgym_budget.train.gigpo import state_key
 from agentgym_budget.wrappers import ProcessReward
 
-__all__ = ["Episode", "Turn", "collect_episodes", "make_train_env", "policy_options", "training_policy"]
+__all__ = ["Episode", "Turn", "collect_episodes", "make_train_env", "policy_options", "training_policy",
+           "trunk_layer"]
 
 
 @dataclass
@@ -76,6 +77,9 @@ class Turn:
     action: str  # the parsed command sent to the env
     process_reward: float = 0.0  # this turn's info["process_reward"] (0 without a ProcessReward wrapper)
     state_key: str = ""  # the state the turn acted on (train/gigpo.py's state_key: the anchor of GiGPO's step groups)
+    #: [len(prompt_ids) + len(action_ids) - 1, hidden]: what entered the first trained layer for every token the
+    #: rollout fed (trunk reuse, :func:`trunk_layer`; None when off): the loss runs only the layers from there on
+    trunk_states: Any = field(default=None, repr=False)
 
 
 @dataclass
@@ -115,7 +119,8 @@ def make_train_env(config: TrainConfig) -> gym.Env:
     return env
 
 
-def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature: float | None = None) -> LLMPolicy:
+def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature: float | None = None,
+                    keep_hidden_at: int | None = None) -> LLMPolicy:
     """The model as the LLM policy the config describes (the trainer's sampler, and its evaluation policy).
 
     The budget reaches the model only through the env's observations (``show_budget`` is the
@@ -124,10 +129,12 @@ def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature
     the conversation is append-only (``"append"``: past replies are the sampled ids).  Commands are matched
     exactly (``config.action_matching``, which :class:`TrainConfig` keeps at ``"exact"``): a command
     is played as the sampled tokens wrote it, so the loss credits those tokens with its outcome.
+    ``keep_hidden_at``: the backend's (every reply carries the hidden states entering that layer).
     """
     sampling = Sampling(temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
                         max_new_tokens=config.max_new_tokens)
-    backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})")
+    backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})",
+                            keep_hidden_at=keep_hidden_at)
     return LLMPolicy(backend, sampling, **policy_options(config))
 
 
@@ -141,6 +148,33 @@ def policy_options(config: TrainConfig) -> dict[str, Any]:
     """
     return {"list_admissible": config.list_admissible, "max_turns_shown": config.max_turns_shown,
             "history": config.history, "action_matching": config.action_matching, "prompt": config.prompt}
+
+
+def trunk_layer(model: Any, config: TrainConfig) -> int | None:
+    """The first trained decoder layer when the loss can reuse the rollout's hidden states below it; else ``None``.
+
+    Trunk reuse (``config.trunk_reuse``, on by default) applies where it is exact: LoRA on the top
+    ``lora_layers`` only (every layer below has no trainable weight, and the policy, its old copy
+    and the reference share them), the loss in the rollout's dtype (no bf16 autocast) and no
+    gradient checkpointing or FSDP (which wrap the layers the loss would run on its own).
+
+    Example:
+        >>> from agentgym_budget.train import tiny_model_and_tokenizer
+        >>> model, _ = tiny_model_and_tokenizer("KeyDoor-v0")
+        >>> trunk_layer(model, TrainConfig(lora_r=8, lora_layers=1)), trunk_layer(model, TrainConfig(lora_r=8))
+        (1, None)
+        >>> trunk_layer(model, TrainConfig(lora_r=8, lora_layers=1, trunk_reuse=False)) is None
+        True
+    """
+    if not (config.trunk_reuse and config.lora_r and config.lora_layers) or config.gradient_checkpointing:
+        return None
+    parameter = next(model.parameters())
+    bf16 = config.bf16 == "on" or (config.bf16 == "auto" and parameter.device.type == "cuda"
+                                   and torch.cuda.is_bf16_supported())
+    if bf16 or config.distributed == "fsdp" and torch.distributed.is_initialized():
+        return None
+    depth = len(model.get_decoder().layers)
+    return depth - config.lora_layers if config.lora_layers < depth else None
 
 
 @torch.no_grad()
@@ -162,7 +196,7 @@ def collect_episodes(
     """
     if len(envs) != len(seeds):
         raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds")
-    policy = training_policy(model, tokenizer, config)
+    policy = training_policy(model, tokenizer, config, keep_hidden_at=trunk_layer(model, config))
     # taken before the resets count: a retry must draw the budget the first attempt drew
     progress = [_curriculum_progress(env) for env in envs]
     episodes = _play(policy, envs, seeds, sampling_seed, list(range(len(envs))))
@@ -223,7 +257,7 @@ class _Recorder:
         # the evaluator's definition: the env's verdict, the list only where the env gives none
         episode.invalid_actions += is_invalid(admissible, str(self.info.get("action_effect", "")))
         episode.turns.append(Turn(prompt_ids, completion_ids, reply.action,
-                                  float(self.info.get("process_reward", 0.0)), anchor))
+                                  float(self.info.get("process_reward", 0.0)), anchor, completion.hidden_states))
         episode.won = episode.won or bool(self.info.get("won", False))
         episode.terminated = bool(terminated)
         self.done = episode_over(terminated, truncated)

@@ -61,7 +61,7 @@ from agentgym_budget.train.kernels import policy_loss
 from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, all_reduce_sum, barrier,
                                             full_model_state, full_parameters, init_process_group,
                                             load_optimizer_state, optimizer_state, wrap_for_training)
-from agentgym_budget.train.rollout import training_policy
+from agentgym_budget.train.rollout import training_policy, trunk_layer
 from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory, shard_seeds
 from agentgym_budget.train.sft import load_for_training, with_lora
 
@@ -159,6 +159,8 @@ class Trainer:
 
         checkpoint = self._find_checkpoint(config.resume)
         self.model, self.tokenizer, self.reference = self._build_models(checkpoint)
+        # trunk reuse: the first trained layer, where the rollout's hidden states enter the loss (None: off)
+        self.trunk_layer = trunk_layer(self.model, config)
         # the log-prob pass as a module, so that DDP/FSDP hooks see every use of the weights
         self.train_module = wrap_for_training(_ActionLogprobs(self.model, self), self.group, config.distributed,
                                               self.device)
@@ -394,6 +396,10 @@ class Trainer:
         out["entropy"] = totals["entropy_sum"] / max(totals["weight_sum"], 1e-8)
         out["optimizer_steps"] = steps
         out["action_tokens"] = int(all_reduce_sum(group, [sum(s.action_tokens for s in samples)])[0])
+        # trunk reuse: the hidden states this update kept (tokens x hidden x bytes), freed with the update's samples
+        out["trunk_state_bytes"] = sum(s.trunk_states.nelement() * s.trunk_states.element_size()
+                                       for s in samples if s.trunk_states is not None)
+        out["trunk_reused_samples"] = sum(s.trunk_states is not None for s in samples) / len(samples)
         return out
 
     def _gradient_sync(self, sync: bool) -> Any:
@@ -444,7 +450,7 @@ class Trainer:
         config = self.config
         return {"temperature": config.temperature, "fused": config.fused_logprobs,
                 "chunk_size": config.logprob_chunk_size, "compile": self.use_compile,
-                "autocast_dtype": self.autocast_dtype}
+                "autocast_dtype": self.autocast_dtype, "trunk_layer": self.trunk_layer}
 
     @torch.no_grad()
     def _per_sample_logprobs(self, model: Any, samples: list) -> list[torch.Tensor]:
