@@ -15,6 +15,7 @@ One *update* (``config.total_updates`` of them) is::
         for minibatch in per_shard_split(shuffle(samples), minibatches):   # minibatch m = every shard's part m
             for micro in split(minibatch, micro_batch_size):           # gradient accumulation
                 logp, entropy = action_logprobs(model, micro)           # [n], fused chunked LM head
+                # (trunk reuse, LoRA on the top N: only those N layers, on the rollout's hidden states)
                 loss = policy_loss(logp, old_logp, ref_logp, A, weights) / tokens-in-minibatch
                 loss.backward()
             clip_grad_norm_(max_grad_norm); optimizer.step()
