@@ -33,7 +33,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
-from benchmarks.provenance import write_results  # noqa: E402
+from benchmarks.provenance import provenance, write_results  # noqa: E402
 from benchmarks.smollm2_rl import PARTS  # noqa: E402
 
 ENVS = {"KeyDoor-v0": "mix:2,3,4", "KeyDoorRooms-v0": "mix:4,6,8"}
@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
     from agentgym_budget.train import TrainConfig, Trainer
 
     torch.set_num_threads(1)
+    started = provenance(sys.argv if argv is None else ["benchmarks/update_cost.py", *argv])
     clock = RolloutClock()
     results: dict[str, Any] = {"settings": vars(args), "envs": {}}
     for env_id in args.envs.split(","):
@@ -162,8 +163,7 @@ def main(argv: list[str] | None = None) -> dict:
             arm["share_of_limit"] = arm["limit_cpu_seconds_per_turn"] / arm["cpu_seconds_per_turn"]
     print(json.dumps(results["envs"], indent=1))
     if args.out:
-        write_results(Path(args.out) / "results.json", results,
-                      sys.argv if argv is None else ["benchmarks/update_cost.py", *argv])
+        write_results(Path(args.out) / "results.json", started, results)
     return results
 
 
