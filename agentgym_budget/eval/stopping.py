@@ -41,18 +41,22 @@ Example:
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from agentgym_budget.episodes.records import UNKNOWN, EpisodeRecord
+from agentgym_budget.eval.frontier import Frontier, FrontierCell
 
-__all__ = ["RULES", "NeverStop", "NoEffect", "NoProgress", "RulePoint", "StoppingRule", "attempt_outcome",
-           "parse_rule", "parse_rules", "rule_point", "rule_points", "task_value"]
+__all__ = ["RULES", "STOPPING_FILE", "NeverStop", "NoEffect", "NoProgress", "RulePoint", "StoppingRule", "attempt_outcome",
+           "best_fixed", "parse_rule", "parse_rules", "rule_frontier", "rule_point", "rule_points",
+           "save_stopping_csv", "task_value"]
 
 
 @runtime_checkable
@@ -287,3 +291,43 @@ def _toy(no_effect: list[int], won_turn: int | None) -> EpisodeRecord:
     turns = len(no_effect)
     return EpisodeRecord(0, 0, turns, won_turn, turns, -1, ["a"] * turns, [-1] * turns, [-1] * turns,
                          no_effect, [-1] * turns)
+
+
+#: The file :func:`save_stopping_csv` writes beside ``frontier.csv``.
+STOPPING_FILE = "stopping.csv"
+
+
+def rule_frontier(points: Sequence[RulePoint]) -> list[RulePoint]:
+    """The points of each rule that no cheaper point of the same rule beats, cheapest first."""
+    kept = []
+    for name in dict.fromkeys(p.rule for p in points):
+        best = -math.inf
+        for p in sorted((p for p in points if p.rule == name), key=lambda p: (p.turns, -p.success)):
+            if p.success > best:
+                kept.append(p)
+                best = p.success
+    return kept
+
+
+def best_fixed(frontier: Frontier, turns: float) -> FrontierCell | None:
+    """The best sequential fixed (K,T) cell whose expected turns do not exceed ``turns``."""
+    return frontier.best("sequential", "turns", turns + 1e-9)
+
+
+def save_stopping_csv(points: Sequence[RulePoint], frontier: Frontier, path: str | Path) -> Path:
+    """Write every rule point beside the best fixed cell costing no more (``stopping.csv``)."""
+    path = Path(path)
+    with path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["rule", "k", "t", "total_budget", "pass", "ci_low", "ci_high", "turns", "turns_ci_low",
+                         "turns_ci_high", "cut_rate", "rule_frontier", "fixed_k", "fixed_t", "fixed_turns",
+                         "fixed_pass", "fixed_ci_low", "fixed_ci_high"])
+        on = set(map(id, rule_frontier(points)))
+        for p in points:
+            cell = best_fixed(frontier, p.turns)
+            fixed = ["", "", "", "", "", ""] if cell is None else [
+                cell.k, cell.t, f"{cell.cost:.6g}", f"{cell.success:.6f}", f"{cell.ci_low:.6f}", f"{cell.ci_high:.6f}"]
+            writer.writerow([p.rule, p.k, p.t, f"{p.budget:g}", f"{p.success:.6f}", f"{p.ci_low:.6f}",
+                             f"{p.ci_high:.6f}", f"{p.turns:.6g}", f"{p.turns_ci_low:.6g}", f"{p.turns_ci_high:.6g}",
+                             f"{p.cut_rate:.6f}", int(id(p) in on), *fixed])
+    return path
