@@ -56,7 +56,7 @@ from agentgym_budget.eval.frontier import Frontier, FrontierCell
 
 __all__ = ["RULES", "STOPPING_FILE", "NeverStop", "NoEffect", "NoProgress", "RulePoint", "StoppingRule", "attempt_outcome",
            "best_fixed", "parse_rule", "parse_rules", "rule_frontier", "rule_point", "rule_points",
-           "save_stopping_csv", "task_value"]
+           "save_stopping_csv", "task_value", "task_values"]
 
 
 @runtime_checkable
@@ -255,6 +255,18 @@ def _bootstrap(values: np.ndarray, resamples: int, level: float, seed: int) -> t
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
 
+def task_values(records: Sequence[EpisodeRecord], rule: StoppingRule, k: int, t: int,
+                budget: float = math.inf) -> np.ndarray:
+    """Per task (in task order), the exact ``(success, expected turns)`` of :func:`task_value`: shape ``(tasks, 2)``."""
+    tasks = _by_task(records)
+    if not tasks:
+        raise ValueError("no episode records to score a stopping rule on")
+    longest = min(r.budget for attempts in tasks for r in attempts)
+    if t > longest:
+        raise ValueError(f"t={t} exceeds the recorded budget {longest}: a record can only be cut short")
+    return np.array([task_value([attempt_outcome(r, rule, t) for r in attempts], k, budget) for attempts in tasks])
+
+
 def rule_point(records: Sequence[EpisodeRecord], rule: StoppingRule, k: int, t: int, budget: float = math.inf, *,
                bootstrap: int = 1000, ci_level: float = 0.95, seed: int = 0) -> RulePoint:
     """The :class:`RulePoint` of ``rule`` over an evaluation's records (see the module docstring).
@@ -262,12 +274,7 @@ def rule_point(records: Sequence[EpisodeRecord], rule: StoppingRule, k: int, t: 
     ``t`` must not exceed the budget the records were run at (a cut can only shorten a record).
     """
     tasks = _by_task(records)
-    if not tasks:
-        raise ValueError("no episode records to score a stopping rule on")
-    longest = min(r.budget for attempts in tasks for r in attempts)
-    if t > longest:
-        raise ValueError(f"t={t} exceeds the recorded budget {longest}: a record can only be cut short")
-    values = np.array([task_value([attempt_outcome(r, rule, t) for r in attempts], k, budget) for attempts in tasks])
+    values = task_values(records, rule, k, t, budget)
     cuts = [rule.cut_turn(r) for attempts in tasks for r in attempts]
     cut_rate = float(np.mean([c is not None and c < min(t, r.turns) for c, r in
                               zip(cuts, (r for attempts in tasks for r in attempts))]))
