@@ -3,8 +3,9 @@
 Runs ``agentgym-budget eval`` with the given arguments (or reads a folder it wrote, ``--from``), then
 places every rule at each (K,T)'s allotment ``K·T`` (:func:`~agentgym_budget.eval.stopping.rule_points`)
 and writes one JSON file: the fixed sequential frontier, every rule point, and for each rule's own
-frontier point the best fixed cell at no more expected turns with the paired difference
-(rule − cell, per task, percentile bootstrap over tasks).
+frontier point the best fixed baseline at the same expected turns (a coin-flip mix of two fixed
+cells on the upper hull, :func:`~agentgym_budget.eval.stopping.fixed_mix`) with the paired
+difference (rule − baseline, per task, percentile bootstrap over tasks).
 
     python benchmarks/stopping_rules.py --eval "--out X" --rules no-progress:3,no-effect:2 \\
         --json docs/data/stopping-rules/alfworld-noisy-expert.json
@@ -27,7 +28,7 @@ from agentgym_budget.cli import main as cli_main  # noqa: E402
 from agentgym_budget.eval.episode_log import read_episodes  # noqa: E402
 from agentgym_budget.eval.passkt import pass_at_k_array  # noqa: E402
 from agentgym_budget.eval.results import PassKTResult  # noqa: E402
-from agentgym_budget.eval.stopping import best_fixed, parse_rules, rule_frontier, rule_points, task_values  # noqa: E402
+from agentgym_budget.eval.stopping import fixed_mix, parse_rules, rule_frontier, rule_points, task_values  # noqa: E402
 from benchmarks.provenance import provenance, write_results  # noqa: E402
 
 RESAMPLES = 2000
@@ -49,15 +50,17 @@ def score(folder: Path, rule_specs: str) -> dict[str, Any]:
     rng = np.random.default_rng(0)
     best = []
     for p in rule_frontier(points):
-        cell = best_fixed(frontier, p.turns)
+        mix = fixed_mix(frontier, p.turns)
         entry: dict[str, Any] = {"rule": p.rule, "t": p.t, "total_budget": p.budget, "turns": p.turns,
                                  "success": p.success, "ci": [p.ci_low, p.ci_high], "cut_rate": p.cut_rate}
-        if cell is not None:
+        if mix:
             rule_tasks = task_values(records, rules[p.rule], p.k, p.t, p.budget)[:, 0]
-            cell_tasks = pass_at_k_array(result.attempts, result.successes[result.ts.index(cell.t)], cell.k)
-            gain = rule_tasks - cell_tasks
-            entry["fixed"] = {"k": cell.k, "t": cell.t, "turns": cell.cost, "success": cell.success,
-                              "ci": [cell.ci_low, cell.ci_high]}
+            mix_tasks = sum(w * pass_at_k_array(result.attempts, result.successes[result.ts.index(c.t)], c.k)
+                            for c, w in mix)
+            gain = rule_tasks - mix_tasks
+            entry["fixed"] = {"cells": [{"k": c.k, "t": c.t, "turns": c.cost, "weight": w} for c, w in mix],
+                              "label": " + ".join(f"{w:.2f}·{c.label}" for c, w in mix),
+                              "success": float(mix_tasks.mean()), "ci": _interval(mix_tasks, rng)}
             entry["gain"] = {"mean": float(gain.mean()), "ci": _interval(gain, rng)}
         best.append(entry)
     return {
@@ -88,7 +91,7 @@ def main() -> None:
     path = write_results(args.json, started, results)
     for entry in results["rule_frontier"]:
         fixed = entry.get("fixed")
-        versus = "" if fixed is None else (f" | fixed {fixed['k']}x{fixed['t']} {fixed['success']:.3f} @{fixed['turns']:.1f}"
+        versus = "" if fixed is None else (f" | fixed {fixed['label']} {fixed['success']:.3f}"
                                            f" | gain {entry['gain']['mean']:+.3f} [{entry['gain']['ci'][0]:+.3f}, "
                                            f"{entry['gain']['ci'][1]:+.3f}]")
         print(f"{entry['rule']:>14} <= {entry['total_budget']:g} (T={entry['t']}) {entry['success']:.3f} "

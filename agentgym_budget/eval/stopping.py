@@ -55,7 +55,7 @@ from agentgym_budget.episodes.records import UNKNOWN, EpisodeRecord
 from agentgym_budget.eval.frontier import Frontier, FrontierCell
 
 __all__ = ["RULES", "STOPPING_FILE", "NeverStop", "NoEffect", "NoProgress", "RulePoint", "StoppingRule", "attempt_outcome",
-           "best_fixed", "parse_rule", "parse_rules", "rule_frontier", "rule_point", "rule_points",
+           "best_fixed", "fixed_mix", "parse_rule", "parse_rules", "rule_frontier", "rule_point", "rule_points",
            "save_stopping_csv", "task_value", "task_values"]
 
 
@@ -319,6 +319,42 @@ def rule_frontier(points: Sequence[RulePoint]) -> list[RulePoint]:
 def best_fixed(frontier: Frontier, turns: float) -> FrontierCell | None:
     """The best sequential fixed (K,T) cell whose expected turns do not exceed ``turns``."""
     return frontier.best("sequential", "turns", turns + 1e-9)
+
+
+def fixed_mix(frontier: Frontier, turns: float) -> list[tuple[FrontierCell, float]]:
+    """The best fixed baseline at exactly ``turns`` expected turns: a coin-flip mix of two sequential cells.
+
+    Running cell ``a`` with chance ``w`` and cell ``b`` otherwise costs and succeeds in proportion,
+    so any point on the upper concave hull of the fixed cells is reachable; this is that hull at
+    ``turns`` (cells with their weights; one cell at weight 1 at or beyond the costliest, nothing
+    below the cheapest).  It is the fair baseline for a rule point, whose cost never equals a cell's.
+
+    Example:
+        >>> from agentgym_budget.eval.frontier import FrontierCell, Frontier
+        >>> cells = [FrontierCell("sequential", "turns", 1, t, c, s, s, s, True)
+        ...          for t, c, s in ((10, 10.0, 0.2), (20, 20.0, 0.3), (30, 30.0, 0.6))]
+        >>> [(c.t, w) for c, w in fixed_mix(Frontier(tuple(cells)), 25.0)]  # 20 is under the hull of 10 and 30
+        [(10, 0.25), (30, 0.75)]
+    """
+    hull: list[FrontierCell] = []
+    for cell in frontier.frontier("sequential", "turns"):
+        while len(hull) >= 2 and _not_above(hull[-2], hull[-1], cell):
+            hull.pop()
+        hull.append(cell)
+    if not hull or turns < hull[0].cost - 1e-9:
+        return []
+    if turns >= hull[-1].cost:
+        return [(hull[-1], 1.0)]
+    for a, b in zip(hull, hull[1:]):
+        if a.cost <= turns <= b.cost:
+            w = (b.cost - turns) / (b.cost - a.cost)
+            return [(a, w), (b, 1.0 - w)]
+    return [(hull[0], 1.0)]
+
+
+def _not_above(a: FrontierCell, b: FrontierCell, c: FrontierCell) -> bool:
+    """Whether ``b`` lies on or under the line from ``a`` to ``c`` (so it is no hull vertex)."""
+    return (b.success - a.success) * (c.cost - a.cost) <= (c.success - a.success) * (b.cost - a.cost)
 
 
 def save_stopping_csv(points: Sequence[RulePoint], frontier: Frontier, path: str | Path) -> Path:
