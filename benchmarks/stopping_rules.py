@@ -81,13 +81,14 @@ def main() -> None:
     parser.add_argument("--from", dest="source", help="an eval folder already written with exactly --eval")
     parser.add_argument("--rules", default="no-progress:3,no-progress:5,no-effect:2,no-effect:3")
     parser.add_argument("--json", required=True)
+    parser.add_argument("--setup", default="", help="how the policy's model was made (recorded as is)")
     args = parser.parse_args()
     started = provenance(sys.argv)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(args.source) if args.source else Path(tmp) / "run"
         if not args.source:
             cli_main(["eval", *shlex.split(args.eval), "--out", str(folder), "--no-plots"])
-        results = {"eval_command": "agentgym-budget eval " + args.eval, "rules": args.rules, **score(folder, args.rules)}
+        results = {"eval_command": "agentgym-budget eval " + args.eval, "setup": args.setup, "rules": args.rules, **score(folder, args.rules)}
     path = write_results(args.json, started, results)
     for entry in results["rule_frontier"]:
         fixed = entry.get("fixed")
