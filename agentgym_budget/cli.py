@@ -158,7 +158,10 @@ def _report(args: argparse.Namespace) -> int:
     labels = tuple(settings.labels.split(",", 1)) if settings.labels else None
     if labels is not None and (len(labels) != 2 or settings.results_b is None):
         raise ValueError(f"--labels needs two results folders and two comma-separated names, got {settings.labels!r}")
-    path = write_report(settings.results, settings.out, settings.results_b, labels)
+    from agentgym_budget.eval.stopping import parse_rules
+
+    rules = parse_rules(settings.stopping_rules) if settings.stopping_rules else []
+    path = write_report(settings.results, settings.out, settings.results_b, labels, rules)
     Console().print(f"wrote {path} ({path.stat().st_size / 1e6:.1f} MB; opens offline in any browser)",
                     highlight=False)
     return 0

@@ -364,3 +364,16 @@ def test_the_process_credit_sums_table_averages_each_budget_and_outcome_before_a
     assert ("| KeyDoor T=2 / 4 | +0.50 (1 episode) / – | +0.25 / −0.50 (1 episode) | +1.50 (1 episode) / – | "
             "−0.25 / −2.00 (1 episode) |") in table
     assert "no docs/data" in docs_tables.process_reward_credit_sums_table(tmp_path / "none")
+
+
+def test_the_stopping_rules_table_keeps_the_largest_t_at_budgets_t_and_2t(tmp_path):
+    point = {"rule": "no-effect:2", "k": 8, "t": 8, "total_budget": 8.0, "turns": 5.5, "success": 0.5,
+             "ci": [0.4, 0.6], "cut_rate": 0.25, "fixed": {"label": "1.00·1×8", "success": 0.45, "ci": [0.3, 0.6]},
+             "gain": {"mean": 0.05, "ci": [0.01, 0.09]}}
+    run = {"env_id": "E", "policy": "P", "ts": [4, 8], "provenance": {"command": "python x"}, "rule_frontier": [
+        point, {**point, "total_budget": 16.0}, {**point, "total_budget": 24.0}, {**point, "t": 4}]}
+    (tmp_path / "a.json").write_text(json.dumps(run))
+    rows = docs_tables.stopping_rules_table(tmp_path).splitlines()
+    assert [row.split(" | ")[2] for row in rows[2:4]] == ["8 (8)", "16 (8)"] and rows[4] == ""
+    assert "0.500 [0.40, 0.60] | 25% | 0.450 [0.30, 0.60] (1.00·1×8) | +0.050 [+0.010, +0.090]" in rows[2]
+    assert "`python x`" in rows[5]

@@ -15,6 +15,7 @@ from agentgym_budget.cli import main
 from agentgym_budget.eval import evaluate
 from agentgym_budget.eval.episode_log import read_episodes
 from agentgym_budget.eval.metrics import error_kinds, error_turns, on_plan_turns
+from agentgym_budget.eval.stopping import parse_rules, rule_frontier, rule_points
 from agentgym_budget.eval.report import ERROR_TAGS, build_report, turn_tags, write_report
 from agentgym_budget.eval.results import PassKTResult
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, TranscriptWriter, read_transcripts
@@ -200,3 +201,15 @@ def test_the_page_shows_success_against_cost_and_the_frontier(folder) -> None:
     assert [(float(cost), label) for cost, label in rows] == [
         (round(c.cost, 1), c.label) for c in frontier.frontier("sequential", "turns")]
     assert "tokens: not recorded (the policy reports none)" in build_report(folder)
+
+
+def test_the_page_places_stopping_rules_against_the_fixed_cells(folder) -> None:
+    rules = parse_rules("no-effect:1,never")
+    text = build_report(folder, rules=rules)
+    page = Elements(text)
+    assert "stopping-table" in page.ids() and "stopping-table" not in Elements(build_report(folder)).ids()
+    points = rule_points(read_episodes(folder), rules, (1, 2), (2, 4, 8))
+    assert page.count("rule-point") == len(points) == 2 * 2 * 3  # on the sequential plot only
+    rows = re.findall(r"<tr><td>(no-effect:1|never)</td><td>[^<]*</td><td>([\d.]+)</td><td>([\d.]+)</td>", text)
+    assert [(name, float(turns), float(success)) for name, turns, success in rows] == [
+        (p.rule, round(p.turns, 1), round(p.success, 3)) for p in rule_frontier(points)]

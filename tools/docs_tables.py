@@ -265,6 +265,28 @@ def frontier_alfworld_table() -> str:
     return "\n".join(rows)
 
 
+def stopping_rules_table(folder: Path | None = None) -> str:
+    """Per run in ``docs/data/stopping-rules/``: each rule at the total budgets ``T`` and ``2T`` (``T`` the largest)
+    against the fixed baseline at the same expected turns, with the paired gain."""
+    folder = folder or DATA / "stopping-rules"
+    rows = ["| run | rule | total turns (T) | expected turns | success [CI] | attempts cut | fixed at those turns "
+            "[CI] | gain [paired CI] |", "|---|---|---|---|---|---|---|---|"]
+    sources = []
+    for path in sorted(folder.glob("*.json")):
+        run = json.loads(path.read_text(encoding="utf-8"))
+        top = max(run["ts"])
+        for p in run["rule_frontier"]:
+            if p["t"] != top or p["total_budget"] not in (top, 2 * top) or "fixed" not in p:
+                continue
+            fixed, gain = p["fixed"], p["gain"]
+            rows.append(f"| {run['env_id']}, {run['policy']} | `{p['rule']}` | {p['total_budget']:g} ({p['t']}) | "
+                        f"{p['turns']:.1f} | {p['success']:.3f} [{p['ci'][0]:.2f}, {p['ci'][1]:.2f}] | "
+                        f"{p['cut_rate']:.0%} | {fixed['success']:.3f} [{fixed['ci'][0]:.2f}, {fixed['ci'][1]:.2f}] "
+                        f"({fixed['label']}) | {gain['mean']:+.3f} [{gain['ci'][0]:+.3f}, {gain['ci'][1]:+.3f}] |")
+        sources.append(_source_line(path, run["provenance"]))
+    return "\n".join(rows + [""] + sources)
+
+
 def _source(file: str, provenance: dict[str, Any]) -> str:
     """One line naming ``docs/data/<file>`` and how it was made (:func:`_source_line`)."""
     return _source_line(DATA / file, provenance)
@@ -1173,6 +1195,7 @@ GENERATORS: dict[str, Generator] = {
     "smollm2-fewshot-gap": smollm2_fewshot_gap_table,
     "logprob-kernels-smollm2": logprob_kernels_smollm2_table,
     "frontier-alfworld": frontier_alfworld_table,
+    "stopping-rules": stopping_rules_table,
     "alfworld-equivalence": alfworld_equivalence_table,
     "webshop-difficulty": webshop_difficulty_table,
     "webshop-throughput": webshop_throughput_table,

@@ -34,6 +34,8 @@ class ReportSettings:
     """HTML file to write (default RESULTS/report.html)"""
     labels: str | None = field(default=None, metadata=flag(type=str))
     """names of the two runs, comma-separated (default: the policies)"""
+    stopping_rules: str | None = field(default=None, metadata=flag(type=str))
+    """stopping rules to place on the frontier, comma-separated (e.g. no-progress:3,no-effect:2)"""
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import html
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -46,6 +46,7 @@ import numpy as np
 
 from agentgym_budget.eval.episode_log import EPISODES_FILE, read_episodes
 from agentgym_budget.eval.frontier import Frontier
+from agentgym_budget.eval.stopping import RulePoint, StoppingRule, best_fixed, rule_frontier, rule_points
 from agentgym_budget.eval.metrics import ERROR_KINDS, error_kinds, error_turns, on_plan_turns, without_plans
 from agentgym_budget.eval.results import PassKTResult, difference
 from agentgym_budget.episodes.records import EpisodeRecord
@@ -217,12 +218,13 @@ def _svg_curves(result: PassKTResult) -> str:
     return "".join(parts)
 
 
-def _svg_frontier(frontier: Frontier, strategy: str, element_id: str) -> str:
-    """Success against expected turns per task: every cell a labelled point, the frontier a red step line."""
+def _svg_frontier(frontier: Frontier, strategy: str, element_id: str, rules: Sequence[RulePoint] = ()) -> str:
+    """Success against expected turns per task: every cell a labelled point, the frontier a red step line;
+    stopping-rule points (``rules``) as blue diamonds."""
     cells = frontier.of(strategy, "turns")
     width, height, left, right, top, bottom = 440, 260, 44, 14, 8, 40
     plot_w, plot_h = width - left - right, height - top - bottom
-    high = max(c.cost for c in cells) or 1.0
+    high = max([c.cost for c in cells] + [p.turns for p in rules]) or 1.0
 
     def x(cost: float) -> float:
         return left + plot_w * cost / high
@@ -250,13 +252,38 @@ def _svg_frontier(frontier: Frontier, strategy: str, element_id: str) -> str:
                      f'cy="{y(c.success):.1f}" r="3" fill="{color}"><title>{c.label}: {c.cost:.1f} turns, '
                      f'Pass@({c.k},{c.t}) = {c.success:.3f} (CI {c.ci_low:.3f} to {c.ci_high:.3f})</title></circle>'
                      f'<text x="{x(c.cost) + 3:.1f}" y="{y(c.success) + 10:.1f}" class="ci">{c.label}</text></g>')
+    for p in rules:
+        cx, cy = x(p.turns), y(p.success)
+        parts.append(f'<g class="rule-point" data-rule="{_esc(p.rule)}" data-k="{p.k}" data-t="{p.t}"><polygon '
+                     f'points="{cx:.1f},{cy - 4:.1f} {cx + 4:.1f},{cy:.1f} {cx:.1f},{cy + 4:.1f} {cx - 4:.1f},{cy:.1f}" '
+                     f'fill="#1f77b4"><title>{_esc(p.label)}: {p.turns:.1f} turns, success {p.success:.3f} (CI '
+                     f'{p.ci_low:.3f} to {p.ci_high:.3f})</title></polygon></g>')
     parts.append(f'<text x="{left + plot_w / 2}" y="{height - 6}" text-anchor="middle" class="axis">expected turns '
                  f'per task</text><text x="12" y="{top + plot_h / 2}" text-anchor="middle" class="axis" '
                  f'transform="rotate(-90 12 {top + plot_h / 2})">Pass@(K,T)</text></svg></figure>')
     return "".join(parts)
 
 
-def _frontier_section(run: RunData, index: int, label: str | None) -> str:
+def _rules_table(points: Sequence[RulePoint], frontier: Frontier, element_id: str) -> str:
+    """Each rule's best points (its own frontier) beside the best fixed sequential cell costing no more."""
+    rows = []
+    for p in rule_frontier(points):
+        cell = best_fixed(frontier, p.turns)
+        fixed = "<td>none</td><td></td><td></td>" if cell is None else (
+            f"<td>{cell.label} @{cell.cost:.1f}</td><td>{cell.success:.3f}</td>"
+            f"<td>{cell.ci_low:.3f}–{cell.ci_high:.3f}</td>")
+        rows.append(f"<tr><td>{_esc(p.rule)}</td><td>{p.budget:g} (T={p.t})</td><td>{p.turns:.1f}</td>"
+                    f"<td>{p.success:.3f}</td><td>{p.ci_low:.3f}–{p.ci_high:.3f}</td><td>{p.cut_rate:.0%}</td>"
+                    f"{fixed}</tr>")
+    return ('<figure><figcaption>Stopping rules (blue diamonds): attempts of at most T turns cut by the rule, '
+            'run one after another within the total budget, against the best fixed cell at no more expected '
+            f'turns</figcaption><div class="scroll"><table class="metrics" id="{element_id}"><thead><tr><th>rule'
+            '</th><th>total turns</th><th>expected turns</th><th>success</th><th>CI</th><th>attempts cut</th>'
+            '<th>best fixed K×T @turns</th><th>its Pass@(K,T)</th><th>CI</th></tr></thead><tbody>'
+            f'{"".join(rows)}</tbody></table></div></figure>')
+
+
+def _frontier_section(run: RunData, index: int, label: str | None, rules: Sequence[StoppingRule] = ()) -> str:
     """The success-against-cost panel of one run: both strategies' plots and the sequential frontier's cells."""
     suffix = "-b" if index else ""
     heading = (f"{'AB'[index]}: " if label else "") + "Success against cost: the best (K,T) for a budget"
@@ -272,8 +299,14 @@ def _frontier_section(run: RunData, index: int, label: str | None) -> str:
              f'<div class="scroll"><table class="metrics" id="frontier-table{suffix}"><thead><tr><th>expected turns'
              f'</th><th>K×T</th><th>at most</th><th>Pass@(K,T)</th><th>{run.result.grid.ci_level:.0%} CI</th></tr>'
              f'</thead><tbody>{rows}</tbody></table></div></figure>')
-    plots = "".join(_svg_frontier(frontier, strategy, f"frontier-{strategy}{suffix}")
+    points = rule_points(run.records, rules, run.result.ks, run.result.ts) if rules and run.records else []
+    plots = "".join(_svg_frontier(frontier, strategy, f"frontier-{strategy}{suffix}",
+                                  points if strategy == "sequential" else ())
                     for strategy in ("parallel", "sequential"))
+    if points:
+        table += _rules_table(points, frontier, f"stopping-table{suffix}")
+    elif rules:
+        table += '<p class="note">Stopping rules need the episode records (episodes.jsonl): none in this folder.</p>'
     return (f'<section class="frontier" id="frontier{suffix}"><h2>{_esc(heading)}</h2><div class="row wide">{plots}'
             f'{table}</div></section>')
 
@@ -431,8 +464,9 @@ turn after an error (errors as the metrics count them)</p>
 
 
 def build_report(folder: str | Path, folder_b: str | Path | None = None,
-                 labels: tuple[str, str] | None = None) -> str:
-    """The report page of ``folder`` (and its comparison with ``folder_b``) as HTML text."""
+                 labels: tuple[str, str] | None = None, rules: Sequence[StoppingRule] = ()) -> str:
+    """The report page of ``folder`` (and its comparison with ``folder_b``) as HTML text; ``rules``: stopping
+    rules to place on the frontier (:mod:`~agentgym_budget.eval.stopping`)."""
     runs = [load_run(folder)] + ([load_run(folder_b)] if folder_b is not None else [])
     compare = len(runs) == 2
     if labels is None:
@@ -449,7 +483,7 @@ def build_report(folder: str | Path, folder_b: str | Path | None = None,
         '<div class="row">' + "".join(_identity(run, f"{'AB'[i]}: {labels[i]}" if compare else "The run")
                                       for i, run in enumerate(runs)) + "</div>",
         *(_results(run, i, labels[i] if compare else None) for i, run in enumerate(runs)),
-        *(_frontier_section(run, i, labels[i] if compare else None) for i, run in enumerate(runs)),
+        *(_frontier_section(run, i, labels[i] if compare else None, rules) for i, run in enumerate(runs)),
         *([_compare(runs[0], runs[1], labels)] if compare else []),
         _browse(episodes, names, max(run.result.attempts for run in runs)),
     ]
@@ -460,10 +494,10 @@ def build_report(folder: str | Path, folder_b: str | Path | None = None,
 
 
 def write_report(folder: str | Path, out: str | Path | None = None, folder_b: str | Path | None = None,
-                 labels: tuple[str, str] | None = None) -> Path:
+                 labels: tuple[str, str] | None = None, rules: Sequence[StoppingRule] = ()) -> Path:
     """Write the report of ``folder`` (compared with ``folder_b``) to ``out`` (default ``folder/report.html``)."""
     path = Path(out) if out is not None else Path(folder) / REPORT_FILE
-    path.write_text(build_report(folder, folder_b, labels), encoding="utf-8")
+    path.write_text(build_report(folder, folder_b, labels, rules), encoding="utf-8")
     return path
 
 
