@@ -12,7 +12,10 @@ episodes), **one flag apart**:
 * ``mix+pr``     — ``mix`` plus ``process_reward="expert_progress"`` (coefficient
   ``--process-reward-coef``, 0.5 as in the first study);
 * ``mix+gigpo``  — ``mix`` with ``advantage="gigpo"`` (step-level group advantages over anchor
-  states, :mod:`agentgym_budget.train.gigpo`, at its default omega and gamma).
+  states, :mod:`agentgym_budget.train.gigpo`, at its default omega and gamma);
+* ``adaptive``   — ``budget="adaptive:2,3,4,6"`` (the mix's budgets, per task the tightest whose
+  success is uncertain: :class:`~agentgym_budget.wrappers.budget_spec.AdaptiveBudget`; the study
+  experiments/adaptive_budgets/).
 
 Seed ``s`` of every arm starts from the same model (the tiny model's init and format warm-up
 depend on the seed only), so arms pair up by seed.  Each trained model is evaluated with the
@@ -76,10 +79,11 @@ from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
 from agentgym_budget.train.learning_check import held_out_env_kwargs, parse_overrides, run_seed  # noqa: E402
 from benchmarks.provenance import provenance  # noqa: E402
 
-ARM_NAMES = ("fixed:lo", "fixed:hi", "mix", "curriculum", "mix+pr", "mix+gigpo")  # fixed:lo/hi: by their budgets
+ARM_NAMES = ("fixed:lo", "fixed:hi", "mix", "curriculum", "mix+pr", "mix+gigpo", "adaptive")  # fixed:lo/hi: by their budgets
 #: ``(a, b)``: the study reports ``a − b``.
 COMPARISONS = (("mix", "fixed:lo"), ("mix", "fixed:hi"), ("curriculum", "mix"), ("mix+pr", "mix"),
-               ("mix+gigpo", "mix"), ("mix+gigpo", "mix+pr"))
+               ("mix+gigpo", "mix"), ("mix+gigpo", "mix+pr"), ("adaptive", "mix"), ("adaptive", "fixed:lo"),
+               ("adaptive", "fixed:hi"))
 
 
 def arm_overrides(fixed: list[int], mix: list[int], episodes: int, process_reward_coef: float
@@ -89,7 +93,7 @@ def arm_overrides(fixed: list[int], mix: list[int], episodes: int, process_rewar
     Example:
         >>> arms = arm_overrides([2, 6], [2, 3, 4, 6], 12800, 0.5)
         >>> list(arms)
-        ['fixed:2', 'fixed:6', 'mix', 'curriculum', 'mix+pr', 'mix+gigpo']
+        ['fixed:2', 'fixed:6', 'mix', 'curriculum', 'mix+pr', 'mix+gigpo', 'adaptive']
         >>> arms["curriculum"]
         {'budget': 'curriculum:6->2@12800'}
     """
@@ -102,6 +106,7 @@ def arm_overrides(fixed: list[int], mix: list[int], episodes: int, process_rewar
         "curriculum": {"budget": f"curriculum:{hi}->{lo}@{episodes}"},
         "mix+pr": {"budget": mix_spec, "process_reward": "expert_progress", "process_reward_coef": process_reward_coef},
         "mix+gigpo": {"budget": mix_spec, "advantage": "gigpo"},
+        "adaptive": {"budget": mix_spec.replace("mix:", "adaptive:")},
     }
 
 
@@ -163,7 +168,9 @@ def write_results(path: Path, started: dict[str, Any], report: dict[str, Any],
     command, commit and load, the arms' settings, per-seed held-out Pass@(1,T) and training success,
     the means with t-CIs and the paired differences."""
     per_seed = {name: {str(seed): {"held_out_pass1": {str(t): r.value(1, t) for t in ts},
-                                   "train_success_last20": run["last_success"], "cpu_seconds": run["cpu_seconds"]}
+                                   "train_success_last20": run["last_success"], "cpu_seconds": run["cpu_seconds"],
+                                   **{k: run[k] for k in ("train_episodes", "train_turns", "train_cpu_seconds")
+                                      if k in run}}
                        for (seed, r), run in zip(sorted(by_seed.items()),
                                                  sorted(report["runs"][name], key=lambda run: run["seed"]))}
                 for name, by_seed in results.items()}
@@ -180,6 +187,14 @@ def write_results(path: Path, started: dict[str, Any], report: dict[str, Any],
     print(f"wrote {path}")
 
 
+def training_cost(folder: Path) -> dict[str, float]:
+    """The run's training cost from its ``metrics.jsonl``: episodes, turns (env steps), and the CPU seconds of
+    its rollouts and updates (warm-up and evaluation not counted)."""
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    return {"train_episodes": rows[-1]["episodes"], "train_turns": rows[-1]["env_steps"],
+            "train_cpu_seconds": sum(r["cpu_rollout_seconds"] + r["cpu_update_seconds"] for r in rows)}
+
+
 def ints(text: str) -> list[int]:
     return [int(x) for x in text.split(",") if x.strip()]
 
@@ -192,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--mix", default="2,3,4,6", help="the BudgetMix budgets")
     parser.add_argument("--ts", default=None, help="evaluation budgets T (default: the fixed and mix budgets)")
     parser.add_argument("--arms", default=None, help="a comma-separated subset of the arms (default: the five "
-                        "of the BudgetMix study, all but mix+gigpo)")
+                        "of the BudgetMix study, all but mix+gigpo and adaptive)")
     parser.add_argument("--seeds", default="0,1,2,3,4")
     parser.add_argument("--updates", type=int, default=200)
     parser.add_argument("--process-reward-coef", type=float, default=0.5)
@@ -219,7 +234,7 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"unknown arms {unknown}; the arms are {list(arms)}")
         arms = {name: arms[name] for name in args.arms.split(",")}
     else:
-        arms = {name: arm for name, arm in arms.items() if name != "mix+gigpo"}
+        arms = {name: arm for name, arm in arms.items() if name not in ("mix+gigpo", "adaptive")}
     for name, arm in arms.items():  # refused here, in one line, rather than in every worker
         try:
             held_out_env_kwargs(keydoor_smoke_config(**common, **arm))
@@ -236,8 +251,8 @@ def main(argv: list[str] | None = None) -> None:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in arms}
     with ProcessPoolExecutor(max_workers=args.workers) as pool:
         futures = {}
-        for name, arm in arms.items():
-            for seed in seeds:
+        for seed in seeds:  # seed-major: an interrupted study still has whole seeds to pair
+            for name, arm in arms.items():
                 folder = out / folder_name(name) / f"seed_{seed}"
                 settings = json.loads(json.dumps({**common, **arm, "seed": seed, "eval_tasks": args.eval_tasks,
                                                   "eval_attempts": args.eval_attempts, "ts": ts}))
@@ -253,6 +268,7 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"{name:>10} seed {seed}: FAILED ({type(e).__name__}: {e}); log {folder}.log", flush=True)
                 continue
             if not isinstance(future, dict):
+                run.update(training_cost(folder))
                 (folder / "run.json").write_text(json.dumps({"settings": settings, "run": run}, indent=1))
             runs[name].append(run)
             held = " ".join(f"T={t}:{v:.2f}" for t, v in run["held_out_pass1"].items())

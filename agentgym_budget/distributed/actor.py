@@ -86,7 +86,8 @@ class EpisodeActor:
 
     # -- training ---------------------------------------------------------------------------
     def collect(self, model_key: str, model_box: list[Any], weights_key: str, weights_box: list[Any],
-                seeds: list[int], sampling_seed: int, episodes_done: int, env_steps_done: int) -> list[Any]:
+                seeds: list[int], sampling_seed: int, episodes_done: int, env_steps_done: int,
+                budget_outcomes: dict[str, Any] | None = None) -> list[Any]:
         """One shard of an update's episodes: ``model_box[0]`` is ``(TrainConfig, model, tokenizer)``
         (fetched once), ``weights_box[0]`` the update's state dict (loaded once per update)."""
         from agentgym_budget.train.rollout import make_train_env
@@ -99,7 +100,7 @@ class EpisodeActor:
         envs = self._envs_for(("train", config))
         while len(envs) < len(seeds):
             envs.append(make_train_env(config))
-        set_budget_progress(envs[:len(seeds)], episodes_done, env_steps_done)
+        set_budget_progress(envs[:len(seeds)], episodes_done, env_steps_done, budget_outcomes)
         # One shard is one collect_episodes call on the first envs; an env that raised comes back replaced.
         return collect_sharded(model, tokenizer, envs, seeds, config, sampling_seed, shards=1)
 

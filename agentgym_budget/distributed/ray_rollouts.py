@@ -88,7 +88,7 @@ class RayRolloutPool:
         return self.driver.actor_failures
 
     def collect(self, model: Any, seeds: Sequence[int], sampling_seed: int, shards: int, episodes_done: int = 0,
-                env_steps_done: int = 0) -> list[Any]:
+                env_steps_done: int = 0, budget_outcomes: dict[str, Any] | None = None) -> list[Any]:
         """The episodes of ``seeds`` (groups of ``config.group_size``), in order, under ``model``'s current weights."""
         self._weights_ref = self.driver.ray.put(
             {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()})
@@ -97,7 +97,7 @@ class RayRolloutPool:
         def submit(actor: Any, shard: tuple[list[int], int]) -> Any:
             shard_seeds_, shard_sampling_seed = shard
             return actor.collect.remote(*self._model, *weights, shard_seeds_, shard_sampling_seed, episodes_done,
-                                        env_steps_done)
+                                        env_steps_done, budget_outcomes)
 
         work = shard_seeds(seeds, self.config.group_size, sampling_seed, shards)
         return [episode for shard in self.driver.run(work, submit) for episode in shard or ()]

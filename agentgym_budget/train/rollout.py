@@ -19,7 +19,7 @@ tokens that named another one); one that is no command gets the env's own ``"Not
 
 **Fault policy.**  An env that raises in ``reset`` or ``step`` costs its episode, not the
 collection: the episode is played again from the start in a freshly made env with the same
-reset seed, curriculum progress and sampling seed (so a one-off fault leaves the episode as it
+reset seed, curriculum progress (and adaptive budget table) and sampling seed (so a one-off fault leaves the episode as it
 would have been); if that env raises too, the episode comes back ``failed`` (no turns, no
 return), and the trainer gives it zero advantage and computes its group's baseline over the
 other episodes (:func:`~agentgym_budget.train.grpo.group_advantages`), so the ``B*G`` layout
@@ -101,6 +101,7 @@ class Episode:
     invalid_actions: int = 0  # turns whose command was invalid (agentgym_budget.text.is_invalid)
     env_failures: int = 0  # times the env raised while this episode was played (0, 1 or 2)
     failed: bool = False  # no attempt finished (the env raised twice): no turns, its group is dropped
+    budget_key: str = ""  # an adaptive budget's task key (info["budget_key"]): its outcome is counted there
 
     @property
     def lost(self) -> bool:
@@ -239,6 +240,7 @@ class _Recorder:
             _fail(episode, error, "reset")
             self.obs, self.info, self.done = "", {}, True
         episode.task, episode.budget = str(self.info.get("task", "")), int(self.info.get("budget", 0))
+        episode.budget_key = str(self.info.get("budget_key", ""))
 
     def step(self, reply: PolicyReply) -> None:
         episode, completion = self.episode, reply.completion
@@ -272,17 +274,19 @@ def _fail(episode: Episode, error: Exception, where: str) -> None:
     episode.turns, episode.won, episode.terminated, episode.invalid_actions = [], False, False, 0
 
 
-def _curriculum_progress(env: gym.Env) -> float | None:
+def _curriculum_progress(env: gym.Env) -> tuple[float, Any] | None:
+    """The env's budget state: curriculum progress and an adaptive budget's outcome table."""
     try:
-        return float(env.get_wrapper_attr("progress"))
+        return float(env.get_wrapper_attr("progress")), env.get_wrapper_attr("outcomes")
     except AttributeError:  # no TurnBudget in the chain: nothing to carry over
         return None
 
 
-def _fresh_env(make_env: Callable[[], gym.Env], progress: float | None) -> gym.Env:
+def _fresh_env(make_env: Callable[[], gym.Env], progress: tuple[float, Any] | None) -> gym.Env:
     env = make_env()
     if progress is not None:
-        env.get_wrapper_attr("set_progress")(progress)
+        env.get_wrapper_attr("set_progress")(progress[0])
+        env.get_wrapper_attr("set_outcomes")(progress[1])
     return env
 
 

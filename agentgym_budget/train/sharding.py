@@ -50,12 +50,16 @@ def shard_seeds(seeds: Sequence[int], group_size: int, sampling_seed: int, shard
             for index, g in enumerate(bounds)]
 
 
-def set_budget_progress(envs: Sequence[Any], episodes_done: int, env_steps_done: int) -> None:
-    """Tell every env copy the run's global progress (what a curriculum budget follows)."""
+def set_budget_progress(envs: Sequence[Any], episodes_done: int, env_steps_done: int,
+                        budget_outcomes: dict[str, Any] | None = None) -> None:
+    """Tell every env copy the run's global progress (what a curriculum budget follows) and, for an
+    adaptive budget, the run's outcome table (``budget_outcomes``: what it draws from)."""
     for env in envs:
         schedule = env.get_wrapper_attr("schedule")
         env.get_wrapper_attr("set_progress")(env_steps_done if getattr(schedule, "unit", "episodes") == "steps"
                                              else episodes_done)
+        if budget_outcomes is not None:
+            env.get_wrapper_attr("set_outcomes")(budget_outcomes)
 
 
 def collect_sharded(model: Any, tokenizer: Any, envs: list[Any], seeds: Sequence[int], config: Any,
@@ -79,7 +83,7 @@ class RolloutPool(Protocol):
     """Collects an update's episodes under the model's current weights, in the order of ``seeds``."""
 
     def collect(self, model: Any, seeds: Sequence[int], sampling_seed: int, shards: int, episodes_done: int = 0,
-                env_steps_done: int = 0) -> list[Any]: ...
+                env_steps_done: int = 0, budget_outcomes: dict[str, Any] | None = None) -> list[Any]: ...
 
     def close(self) -> None: ...
 
@@ -98,8 +102,8 @@ class LocalRolloutPool:
         self.envs = [make_train_env(config) for _ in range(config.episodes_per_update)]
 
     def collect(self, model: Any, seeds: Sequence[int], sampling_seed: int, shards: int, episodes_done: int = 0,
-                env_steps_done: int = 0) -> list[Any]:
-        set_budget_progress(self.envs, episodes_done, env_steps_done)
+                env_steps_done: int = 0, budget_outcomes: dict[str, Any] | None = None) -> list[Any]:
+        set_budget_progress(self.envs, episodes_done, env_steps_done, budget_outcomes)
         return collect_sharded(model, self.tokenizer, self.envs, seeds, self.config, sampling_seed, shards)
 
     def close(self) -> None:

@@ -65,6 +65,7 @@ from agentgym_budget.train.parallel import (all_gather_objects, all_reduce_max, 
 from agentgym_budget.train.rollout import training_policy, trunk_layer
 from agentgym_budget.train.sharding import LocalRolloutPool, RolloutPoolFactory, shard_seeds
 from agentgym_budget.train.sft import load_for_training, with_lora
+from agentgym_budget.wrappers.budget_spec import OutcomeSchedule, parse_budget_spec
 
 __all__ = ["Trainer", "load_for_training", "train"]
 
@@ -86,13 +87,16 @@ class _EpisodeFacts(NamedTuple):
     process_return: float  # the sum of its turns' process rewards
     credited_return: float  # what the learner credits its first turn: won + coef * G_0 (train/grpo.py)
     shared_turns: int  # GiGPO: turns whose state another turn of the group also acted on (train/gigpo.py)
+    budget_key: str = ""  # an adaptive budget's task key, and whether the MDP ended (its outcome)
+    terminated: bool = False
 
     @classmethod
     def of(cls, episode: Any, config: TrainConfig, credits: list[float], shared_turns: int = 0) -> _EpisodeFacts:
         rewards = [turn.process_reward for turn in episode.turns]
         coef = config.process_reward_coef if config.process_reward else 0.0
         return cls(episode.won, episode.budget, len(episode.turns), episode.invalid_actions, sum(rewards),
-                   float(episode.won) + coef * (credits[0] if credits else 0.0), shared_turns)
+                   float(episode.won) + coef * (credits[0] if credits else 0.0), shared_turns,
+                   episode.budget_key, episode.terminated)
 
 
 class _ActionLogprobs(torch.nn.Module):
@@ -175,6 +179,9 @@ class Trainer:
         self._cpu = dict.fromkeys(_CPU_PARTS, 0.0)  # this update's CPU seconds by part (_cpu_timer)
         self.episodes_done = 0  # over all ranks
         self.env_steps_done = 0
+        # an adaptive budget's outcome table, fed every update's episodes (all ranks'), handed to every env copy
+        self.budget_schedule = parse_budget_spec(config.budget)
+        self.budget_outcomes: dict[str, dict[int, list[float]]] = {}
         if checkpoint:
             self._load_state(checkpoint)
         self.logger = (_MetricsLogger(self.output_dir, config.tensorboard, resume=checkpoint is not None)
@@ -252,12 +259,12 @@ class Trainer:
         with full_parameters(self.train_module):
             if not group.active:  # one call: a pool may run the shards in parallel
                 episodes = self.rollout_pool.collect(self.model, seeds, sampling_seed, config.rollout_shards,
-                                                     self.episodes_done, self.env_steps_done)
+                                                     self.episodes_done, self.env_steps_done, **self._budget_state())
             else:
                 episodes = []
                 for shard, shard_seed in mine:
                     episodes += self.rollout_pool.collect(self.model, shard, shard_seed, 1, self.episodes_done,
-                                                          self.env_steps_done)
+                                                          self.env_steps_done, **self._budget_state())
         rollout_seconds = time.perf_counter() - start
         cpu_rollout_seconds = time.process_time() - cpu_start
 
@@ -294,6 +301,7 @@ class Trainer:
                                f"nothing to learn from")
         self.episodes_done += len(facts)
         self.env_steps_done += sum(f.turns for f in facts)
+        self._record_outcomes(facts)
 
         start, cpu_start = time.perf_counter(), time.process_time()
         self._cpu = dict.fromkeys(_CPU_PARTS, 0.0)
@@ -329,7 +337,27 @@ class Trainer:
             "cpu_rollout_seconds": cpu_rollout_seconds,
             **{f"cpu_{part}_seconds": seconds for part, seconds in self._cpu.items()},
             "cpu_update_seconds": time.process_time() - cpu_start,
+            **self._budget_choices(facts),
         }
+
+    def _budget_state(self) -> dict[str, Any]:
+        """The ``budget_outcomes=`` of a rollout pool's collect: an adaptive budget's table, else nothing."""
+        return {"budget_outcomes": self.budget_outcomes} if isinstance(self.budget_schedule, OutcomeSchedule) else {}
+
+    def _record_outcomes(self, facts: list[_EpisodeFacts]) -> None:
+        """Count every rank's finished episodes in the adaptive budget's table (in gather order: the same on every rank)."""
+        schedule = self.budget_schedule
+        if isinstance(schedule, OutcomeSchedule):
+            for f in facts:
+                schedule.record(self.budget_outcomes, f.budget_key, f.budget, f.turns, f.won, f.terminated)
+
+    def _budget_choices(self, facts: list[_EpisodeFacts]) -> dict[str, float]:
+        """An adaptive budget's choices this update: the share of episodes drawn at each budget (``budget_share_T<T>``)."""
+        schedule = self.budget_schedule
+        if not isinstance(schedule, OutcomeSchedule):
+            return {}
+        budgets = [f.budget for f in facts]
+        return {f"budget_share_T{b}": budgets.count(b) / len(budgets) for b in getattr(schedule, "budgets", ())}
 
     def _minibatches(self, samples_by_shard: list[list], generators: list[torch.Generator]) -> list[list]:
         """This epoch's minibatches: each shard's samples shuffled by its own generator and split into
@@ -524,6 +552,7 @@ class Trainer:
             "update": self.update,
             "episodes_done": self.episodes_done,
             "env_steps_done": self.env_steps_done,
+            "budget_outcomes": self.budget_outcomes,
             "optimizer": optimizer,
             "scheduler": self.scheduler.state_dict(),
             "rng": {"python": random.getstate(), "numpy": _numpy_rng_state(), "torch": torch.get_rng_state()},
@@ -551,6 +580,7 @@ class Trainer:
             self.scheduler.load_state_dict(state["scheduler"])
         self.update, self.episodes_done, self.env_steps_done = (
             state["update"], state["episodes_done"], state["env_steps_done"])
+        self.budget_outcomes = state.get("budget_outcomes", {})  # checkpoints before adaptive budgets have none
         random.setstate(state["rng"]["python"])
         _set_numpy_rng_state(state["rng"]["numpy"])
         torch.set_rng_state(state["rng"]["torch"])

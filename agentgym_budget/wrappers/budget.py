@@ -19,7 +19,7 @@ from gymnasium.envs.registration import EnvSpec
 from gymnasium.wrappers import TimeLimit
 
 from agentgym_budget.wrappers.budget_core import DEFAULT_BUDGET_TEMPLATE, SCHEDULE_OPTIONS, BudgetCore
-from agentgym_budget.wrappers.budget_spec import BudgetSchedule, BudgetSpec
+from agentgym_budget.wrappers.budget_spec import BudgetOutcomes, BudgetSchedule, BudgetSpec
 
 __all__ = ["BUDGET_OPTIONS", "DEFAULT_BUDGET_TEMPLATE", "TurnBudget", "find_turn_budget"]
 
@@ -51,6 +51,8 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
     * Curriculum progress counts finished resets (``"episodes"``) or steps (``"steps"``)
       of *this* env copy; a trainer that knows the global progress sets it with
       :meth:`set_progress` (``vector_env.call("set_progress", value)`` on vector envs).
+    * An adaptive schedule (``"adaptive:2..8"``) draws per task from the outcome table the
+      trainer hands it with :meth:`set_outcomes` (empty until then: the tightest budget).
 
     Example:
         >>> import gymnasium as gym
@@ -142,6 +144,15 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         """Set the curriculum progress (episodes or env steps, per the schedule's unit)."""
         self.core.set_progress(progress)
 
+    @property
+    def outcomes(self) -> BudgetOutcomes:
+        """An adaptive schedule's outcome table: what :meth:`set_outcomes` set (empty before)."""
+        return self.core.outcomes
+
+    def set_outcomes(self, outcomes: BudgetOutcomes) -> None:
+        """Set the outcome table an adaptive schedule draws from (``{task key: {budget: [wins, losses]}}``)."""
+        self.core.set_outcomes(outcomes)
+
     def _allow(self, turns: int) -> None:
         """Make sure no ``TimeLimit`` below ends an episode before ``turns`` steps."""
         if turns > self._turns_allowed:
@@ -166,9 +177,13 @@ class TurnBudget(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArg
         """Reset the env and draw the episode's budget (``options={"budget": T}`` forces it)."""
         self.core.seed(seed)
         forced, env_options = self.core.take_forced(options)
-        self._budget, self._turn = self.core.draw(forced), 0
-        self._allow(self._budget)  # a forced budget may be larger than any the schedule draws
         observation, info = self.env.reset(seed=seed, options=env_options)
+        # drawn after the env's reset, which leaves the budget's RNG alone: an adaptive draw reads the task
+        key = self.core.task_key(info, seed)
+        self._budget, self._turn = self.core.draw(forced, key), 0
+        self._allow(self._budget)  # a forced budget may be larger than any the schedule draws
+        if key:
+            info["budget_key"] = key  # what the trainer counts this episode's outcome under
         if self.core.counts_episodes:
             self.core.progress += 1
         return self.core.show(observation, self._budget, 0), self.core.annotate(info, self._budget, 0)

@@ -10,6 +10,10 @@ count.  Everything else lives here, once:
   (:data:`BUDGET_STREAM`), so wrapping an env never changes its task sequence; a budget
   forced with ``reset(options={"budget": T})`` replaces the draw;
 * curriculum progress: finished resets or steps, or set from outside with :meth:`set_progress`;
+* an adaptive schedule's outcome table (:class:`~agentgym_budget.wrappers.budget_spec.OutcomeSchedule`),
+  set from outside with :meth:`set_outcomes` (the trainer's, kept across updates); the draw then
+  is for the episode's task key (:meth:`task_key`, from the reset's ``info`` and seed), which
+  ``info["budget_key"]`` reports so that the trainer counts the outcome under it;
 * ``info`` annotation (``budget``, ``turn``, ``turns_left``, and what the agent is or may be
   told: ``budget_text``, the remaining budget in ``budget_template``, and ``budget_shown``, where
   the observation shows it: ``"prefix"``, ``"suffix"`` or ``""`` for nowhere).  The one prompt
@@ -37,7 +41,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from agentgym_budget.wrappers.budget_spec import BudgetSchedule, BudgetSpec, CurriculumBudget, parse_budget_spec
+from agentgym_budget.wrappers.budget_spec import (BudgetOutcomes, BudgetSchedule, BudgetSpec, CurriculumBudget,
+                                                  OutcomeSchedule, parse_budget_spec)
 
 __all__ = ["BUDGET_SEPARATOR", "BUDGET_STREAM", "DEFAULT_BUDGET_TEMPLATE", "SCHEDULE_OPTIONS", "BudgetCore"]
 
@@ -71,6 +76,7 @@ class BudgetCore:
         self.budget_template = budget_template
         self.budget_position = budget_position
         self.progress = 0.0
+        self.outcomes: BudgetOutcomes = {}  # an OutcomeSchedule's table (set_outcomes); unused by the others
         unit = self.schedule.unit if isinstance(self.schedule, CurriculumBudget) else None
         self.counts_episodes, self.counts_steps = unit == "episodes", unit == "steps"
         self._rng: np.random.Generator = np.random.default_rng()
@@ -91,9 +97,25 @@ class BudgetCore:
             raise ValueError(f"reset(options={{'budget': ...}}) needs an int >= 1, got {forced!r}")
         return (None if forced is None else int(forced)), (options or None)
 
-    def draw(self, forced: int | None = None) -> int:
-        """The next budget: ``forced``, else a draw from the schedule at the current progress."""
-        return int(self.schedule.sample(self._rng, self.progress)) if forced is None else forced
+    def task_key(self, info: dict[str, Any], seed: int | None) -> str:
+        """The episode's task key for an :class:`OutcomeSchedule` (from its reset ``info`` and seed), else ``""``."""
+        return self.schedule.task_key(info, seed) if isinstance(self.schedule, OutcomeSchedule) else ""
+
+    def draw(self, forced: int | None = None, key: str = "") -> int:
+        """The next budget: ``forced``, else a draw from the schedule at the current progress (an
+        :class:`OutcomeSchedule`'s: for task ``key``, from :attr:`outcomes`)."""
+        if forced is not None:
+            return forced
+        if isinstance(self.schedule, OutcomeSchedule):
+            return int(self.schedule.sample_task(self._rng, self.progress, key, self.outcomes))
+        return int(self.schedule.sample(self._rng, self.progress))
+
+    def set_outcomes(self, outcomes: BudgetOutcomes) -> None:
+        """Set the outcome table an adaptive schedule draws from (the trainer's; plain data, not copied)."""
+        if not isinstance(outcomes, dict):
+            raise ValueError(f"outcomes must be a dict {{task key: {{budget: [wins, losses]}}}}, "
+                             f"got {type(outcomes).__name__}")
+        self.outcomes = outcomes
 
     def set_progress(self, progress: float) -> None:
         """Set the curriculum progress (episodes or env steps, per the schedule's unit)."""
