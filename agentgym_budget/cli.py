@@ -1,5 +1,7 @@
 """The ``agentgym-budget`` command line: ``eval``, ``report``, ``compare``, ``probe``, ``aggregate`` and ``list``.
 
+Examples::
+
     agentgym-budget eval                      # = the Quickstart main job:
     agentgym-budget eval --env ALFWorld-Budget-v0 --policy noisy-expert --k 1,2,4,8 \\
         --t 5,10,20,30,50 --tasks 50 --attempts 8 --seed 0 --workers 1 --out results/

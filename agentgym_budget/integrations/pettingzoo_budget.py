@@ -143,7 +143,7 @@ class ParallelTurnBudget(_TurnBudgetMixin, BaseParallelWrapper):
 
     Args:
         env: any ``ParallelEnv``.
-        budget, **budget_options: the budget and the options of
+        budget, budget_options: the budget and (as keyword arguments) the options of
             :class:`~agentgym_budget.wrappers.TurnBudget` (schedule keywords such as ``budgets=``,
             ``low=``, ``schedule=``; ``show_budget``, ``budget_template``, ``budget_position``).
         mode: ``"shared"`` (one budget of joint steps) or ``"per_agent"``.

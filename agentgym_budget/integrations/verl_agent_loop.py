@@ -228,7 +228,10 @@ _ROW_ERRORS: tuple[type[Exception], ...] = (*ARGUMENT_ERRORS, gym.error.Error)
 class BudgetAgentLoop(AgentLoopBase):
     """verl's agent loop over one budgeted text episode per dataset row (see the module docstring).
 
-    Keyword arguments (the ``agent_loop_config_path`` yaml entry's keys; verl passes its own first):
+    The keyword arguments are the ``agent_loop_config_path`` yaml entry's keys (verl passes its own
+    first).
+
+    Keyword Arguments:
         env_kwargs: ``make_budget_env`` kwargs for every row (``show_budget: true``, env options).
         process_reward: a ``ProcessReward`` on top: a signal name or a mapping of its arguments.
         wrappers: more wrappers on top, as callables or ``"module:name"`` import paths.

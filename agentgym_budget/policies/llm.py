@@ -91,7 +91,7 @@ class LLMPolicy:
         prompt: the named instructions used when ``system_prompt`` is not given
             (:data:`~agentgym_budget.policies.prompting.PROMPTS`): ``"react"`` (the default,
             ``Thought:``/``Action:``) or ``"action"`` (one ``Action:`` line, a command copied from
-            the list: for small models, with ``stop="\n"``).
+            the list: for small models, with ``stop="\\n"``).
         few_shot_env: show a worked example before the conversation: an episode of this env id
             (without budget, e.g. ``KeyDoor-v0``) made with ``split="train"`` and played by its
             expert (:func:`~agentgym_budget.policies.few_shot.expert_example`), rendered by the same

@@ -36,8 +36,10 @@ it, so runs sharing a cache, and a replay from it, see the same replies.  ``cach
 leaves the server out of the key: replies are shared by every server of that model name (to
 replay a run without its server, or across replicas).
 
-Example (the lines marked ``+SKIP`` need a running server, e.g. ``vllm serve MODEL`` or
-``python -m llama_cpp.server --model M``):
+The example's lines marked ``+SKIP`` need a running server, e.g. ``vllm serve MODEL`` or
+``python -m llama_cpp.server --model M``.
+
+Example:
     >>> from agentgym_budget.policies.chat import Sampling
     >>> backend = OpenAIChatBackend("Qwen2.5-7B-Instruct", base_url="http://127.0.0.1:8000/v1")
     >>> backend.api_key  # a local server takes any key

@@ -37,6 +37,7 @@ normalised rewards are then standardised over the group's turns (issue 40, KeyDo
 return-to-go counts every reward after its turn, so the negative rewards at the episodes' ends
 were counted once per earlier turn and the credit averaged well below 0 — it pushed down nearly
 every sampled turn; standardised, it only moves credit between the group's turns.
+
 * :func:`action_logprobs` — log-probs and entropies of a micro-batch's action tokens, from
   the model's final hidden states through :func:`~agentgym_budget.train.kernels.token_logprobs`
   (only action positions go through the LM head).

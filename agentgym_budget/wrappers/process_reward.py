@@ -10,7 +10,7 @@ a dense *process* signal, and reports the two parts separately so a trainer can 
 Every signal is a **potential** ``Φ`` over the episode so far (the history is the Markov
 state of a text env).  The built-in signals:
 
-================== ====================================================================
+=================== ====================================================================
 ``expert_progress`` ``Φ = -len(info["expert_plan"])`` (``0`` once ``info["won"]``): the
                     shaping term is the decrease of the expert's remaining plan length
                     (needs a backend with an expert).
@@ -23,7 +23,7 @@ state of a text env).  The built-in signals:
                     previous turn's ``admissible_commands``).
 callable ``f``      ``f(prev_obs, action, obs, info) -> float`` per turn (e.g. a learned
                     process reward model); ``Φ`` is the running sum of ``f``.
-================== ====================================================================
+=================== ====================================================================
 
 Two forms:
 

@@ -3,7 +3,7 @@
 The real engine (TextWorld ``PddlEnv`` over Fast Downward, wrapped in ALFWorld's
 ``AlfredDemangler``) grounds the PDDL domain, lists the applicable operators each step and
 derives every text from the grammar.  This engine applies the same ``alfred.pddl`` actions
-directly to sets and dicts and writes the same texts (:mod:`.text`), including what the real
+directly to sets and dicts and writes the same texts (:mod:`~agentgym_budget.envs.alfworld.fast.text`), including what the real
 engine does that the domain file does not say:
 
 * ``examine <object>`` is admissible only for the held object: the domain's
