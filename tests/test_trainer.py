@@ -262,8 +262,8 @@ def test_the_logged_return_is_the_credited_one_not_the_success_again() -> None:
     from agentgym_budget.train.trainer import _EpisodeFacts
 
     turns = [SimpleNamespace(process_reward=r) for r in (1.0, 0.0, 1.0)]
-    lost = SimpleNamespace(won=False, lost=True, budget=4, turns=turns, invalid_actions=1)
-    won = SimpleNamespace(won=True, lost=False, budget=4, turns=turns, invalid_actions=0)
+    lost = SimpleNamespace(won=False, lost=True, budget=4, turns=turns, invalid_actions=1, budget_key="", terminated=True)
+    won = SimpleNamespace(won=True, lost=False, budget=4, turns=turns, invalid_actions=0, budget_key="", terminated=True)
     with_process = TrainConfig(process_reward="expert_progress", process_reward_coef=0.5)
     won_credits, lost_credits = turn_credits([won, lost], group_size=1, norm="none")
     assert _EpisodeFacts.of(won, with_process, won_credits).credited_return == 1.0 + 0.5 * 2.0  # outcome + coef * G_0
