@@ -35,6 +35,7 @@ def test_arms_are_the_smoke_recipe_one_flag_apart():
         "curriculum": {"budget": "curriculum:6->2@12800"},
         "mix+pr": {"budget": "mix:2,3,4,6", "process_reward": "expert_progress", "process_reward_coef": 0.5},
         "mix+gigpo": {"budget": "mix:2,3,4,6", "advantage": "gigpo"},
+        "adaptive": {"budget": "adaptive:2,3,4,6"},
     }
     other = study.arm_overrides([4, 8], [4, 5, 6, 8], 100, 0.1)
     assert list(other)[:2] == ["fixed:4", "fixed:8"] and other["curriculum"] == {"budget": "curriculum:8->4@100"}

@@ -22,7 +22,7 @@ class _ScriptedPolicy:
 
 
 def _reply(action: str) -> SimpleNamespace:
-    return SimpleNamespace(action=action, completion=SimpleNamespace(prompt_ids=[1], completion_ids=[2]))
+    return SimpleNamespace(action=action, completion=SimpleNamespace(prompt_ids=[1], completion_ids=[2], hidden_states=None))
 
 
 def test_a_command_the_env_accepts_though_not_listed_is_valid_for_trainer_evaluator_and_penalty() -> None:

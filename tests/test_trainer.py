@@ -270,4 +270,4 @@ def test_the_logged_return_is_the_credited_one_not_the_success_again() -> None:
     assert _EpisodeFacts.of(lost, with_process, lost_credits).credited_return == 0.0  # a loss keeps no net progress
     grouped = turn_credits([won, lost], group_size=2, norm="group")  # the trainer's default: what it credits
     assert _EpisodeFacts.of(won, with_process, grouped[0]).credited_return == pytest.approx(1.0 + 0.5 * grouped[0][0])
-    assert _EpisodeFacts.of(won, TrainConfig(), won_credits) == (True, 4, 3, 0, 2.0, 1.0, 0)  # no process reward
+    assert _EpisodeFacts.of(won, TrainConfig(), won_credits) == (True, 4, 3, 0, 2.0, 1.0, 0, "", True)  # no process reward
