@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     add_arguments(sub.add_parser("eval", help="Pass@(K,T) of a policy on an env, with behaviour metrics and plots"),
-                  EvalConfig, show_default=False)
+                  EvalConfig, show_default=False, config_file=True)
 
     from agentgym_budget.eval.command_settings import AggregateSettings, CompareSettings, ReportSettings
 
@@ -478,7 +478,9 @@ def _sft(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    args = _parser().parse_args(argv)
+    from agentgym_budget.flags import parse_with_config
+
+    args = parse_with_config(_parser(), argv)  # a --config FILE's values, then the flags over them
     args.argv = list(sys.argv[1:] if argv is None else argv)  # the command a results file records
     from gymnasium.error import Error as GymError
 
