@@ -92,6 +92,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_sweep_parser(sub: Any) -> None:
+    from agentgym_budget.flags import key_value
+
     sw = sub.add_parser("sweep", help="run a study (experiments/<study>/study.toml): arms x seeds, held-out "
                                       "evaluation, paired comparisons; finished runs are reused")
     sw.add_argument("study", help="the study file, e.g. experiments/budgetmix/study.toml")
@@ -102,12 +104,15 @@ def _add_sweep_parser(sub: Any) -> None:
     sw.add_argument("--results", default=None, help="also write the study's figures to this file (default: "
                     "none; the committed results file is written only when asked, e.g. the study's [study] results)")
     sw.add_argument("--workers", type=int, default=None, help="runs in parallel processes (default [study] workers)")
+    sw.add_argument("--set", action="append", type=key_value, default=[], metavar="KEY=VALUE", dest="train_set",
+                    help="set a TrainConfig field in every arm, e.g. --set total_updates=2 (repeatable; the value "
+                         "as JSON where it is JSON)")
 
 
 def _sweep(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from agentgym_budget.experiments import StudyError, load_study, sweep
+    from agentgym_budget.experiments import StudyError, load_study, sweep, with_overrides
 
     study = load_study(args.study)
     try:
@@ -116,6 +121,8 @@ def _sweep(args: argparse.Namespace) -> int:
         raise StudyError(f"--seeds takes comma-separated integers, got {args.seeds!r}") from None
     if args.workers is not None:
         study = dataclasses.replace(study, workers=args.workers)
+    if args.train_set:
+        study = with_overrides(study, dict(args.train_set))
     out = Path(args.out or f"runs/{study.name}")
     sweep(study, out, seeds=seeds, arms=args.arms.split(",") if args.arms else None, dry_run=args.dry_run,
           argv=["-m", "agentgym_budget.cli", *args.argv],

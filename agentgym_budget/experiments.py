@@ -49,7 +49,8 @@ if sys.version_info >= (3, 11):
 else:  # the same parser, before it joined the standard library
     import tomli as tomllib
 
-__all__ = ["PlannedRun", "Study", "StudyError", "load_study", "parse_study", "planned_runs", "sweep"]
+__all__ = ["PlannedRun", "Study", "StudyError", "load_study", "parse_study", "planned_runs", "sweep",
+           "with_overrides"]
 
 STUDY_KEYS = {"name", "question", "seeds", "results", "baselines", "workers"}
 EVAL_KEYS = {"ts", "tasks", "attempts"}  # what the held-out evaluation of a checkpoint takes today
@@ -176,6 +177,22 @@ def _check_train_fields(overrides: dict[str, Any], where: str) -> None:
         raise StudyError(f"{where}: {error}") from None
 
 
+def with_overrides(study: Study, overrides: dict[str, Any]) -> Study:
+    """``study`` with ``overrides`` (TrainConfig fields) set in every arm, over ``[train]`` and the arm's own
+    values (``sweep --set``: a smaller or changed study; its runs' recorded settings differ, so none is
+    mistaken for a run of the file as written).
+
+    Example:
+        >>> study = parse_study('[study]\\nname = "s"\\n[arms.a]\\nbudget = "fixed:2"\\n')
+        >>> with_overrides(study, {"total_updates": 3}).arms
+        {'a': {'budget': 'fixed:2', 'total_updates': 3}}
+    """
+    arms = {name: {**arm, **overrides} for name, arm in study.arms.items()}
+    for name, arm in arms.items():
+        _check_train_fields({**study.train, **arm}, f"--set in arm {name}")
+    return dataclasses.replace(study, arms=arms)
+
+
 def planned_runs(study: Study, seeds: Sequence[int] | None = None, arms: Sequence[str] | None = None
                  ) -> list[PlannedRun]:
     """The study's runs, arm by arm, seed by seed (``seeds``/``arms``: a subset)."""
@@ -222,7 +239,7 @@ def sweep(study: Study, out: Path, seeds: Sequence[int] | None = None, arms: Seq
         done, stale = recorded_run(run.folder(out), run_settings(study, run))
         plan.append((run, done, stale))
         if dry_run:
-            state = "reuse (finished)" if done else "retrain (settings changed)" if stale else "train"
+            state = "reuse (finished)" if done is not None else "retrain (settings changed)" if stale else "train"
             echo(f"{run.label:<20} {state:<26} {run.folder(out)}  {json.dumps(study.arms[run.arm])}")
     if dry_run:
         return None
@@ -252,7 +269,7 @@ def _execute(study: Study, out: Path, plan: list[tuple[PlannedRun, dict[str, Any
     finished: dict[tuple[str, int], dict[str, Any]] = {}
     failed = []
     with ProcessPoolExecutor(max_workers=max(1, study.workers)) as pool:
-        futures = [(run, done, stale, None if done else pool.submit(
+        futures = [(run, done, stale, None if done is not None else pool.submit(
             run_seed, run.seed, str(run.folder(out)), study.eval_tasks, study.eval_attempts, list(study.ts),
             smoke=False, **run.overrides)) for run, done, stale in plan]
         for run, done, stale, future in futures:

@@ -124,3 +124,24 @@ def test_a_tiny_study_runs_end_to_end_then_is_reused_and_a_changed_setting_retra
     assert "(settings changed: retrained)" in capsys.readouterr().out
     record = json.loads((out / "mix" / "seed_0" / "run.json").read_text())
     assert record["settings"]["train"]["budget"] == "mix:2,3,4"
+
+
+def test_set_changes_every_arm_and_its_runs_are_not_the_file_s(tmp_path, capsys):
+    path, out = tmp_path / "study.toml", tmp_path / "runs"
+    path.write_text(TINY)
+    folder = out / "mix" / "seed_0"
+    folder.mkdir(parents=True)
+    study = load_study(path)
+    from agentgym_budget.experiments import run_settings
+
+    (folder / "run.json").write_text(json.dumps({"settings": run_settings(study, planned_runs(study)[2]), "run": {}}))
+    (folder / "held_out_eval").mkdir()
+    (folder / "held_out_eval" / "passkt.json").write_text("{}")
+    assert main(["sweep", str(path), "--out", str(out), "--dry-run", "--arms", "mix", "--seeds", "0"]) == 0
+    assert "reuse (finished)" in capsys.readouterr().out
+    assert main(["sweep", str(path), "--out", str(out), "--dry-run", "--arms", "mix", "--seeds", "0",
+                 "--set", "total_updates=3"]) == 0
+    line = capsys.readouterr().out
+    assert "retrain (settings changed)" in line and '"total_updates": 3' in line
+    assert main(["sweep", str(path), "--dry-run", "--set", "bugdet=1"]) == 2
+    assert "'bugdet' is not a TrainConfig field" in capsys.readouterr().err
