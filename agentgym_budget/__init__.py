@@ -8,6 +8,7 @@ The package is layered along the data path; a module imports only its own layer 
 layers below it (``tests/test_layering.py`` checks every import)::
 
     cli                            the command line
+    experiments                    the sweep runner of studies (experiments/<study>/study.toml)
     distributed                    Ray executors and rollout pools, handed to eval/train
     train, integrations            the trainer; SB3 / PettingZoo / vector-env adapters
     eval                           Pass@(K,T) evaluation, behaviour metrics, results, reports
@@ -16,7 +17,8 @@ layers below it (``tests/test_layering.py`` checks every import)::
     envs                           the text envs, their registry, the budgeted-env factory
     wrappers                       TurnBudget, budget schedules, ProcessReward
     _optional, _once, text, flags, optional-backend imports, loads done once, text, flags from
-    compiling, seeds               settings dataclasses, torch.compile with a fallback to eager, seed streams
+    compiling, seeds, provenance   settings dataclasses, torch.compile with a fallback to eager, seed
+                                   streams, where a results file's figures came from
 
 A higher layer hands what it owns to a lower one instead of being imported by it: the CLI
 passes a ``RayExecutor`` to ``evaluate(executor=...)`` and ``RayRolloutPool.for_config`` to

@@ -69,7 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     add_arguments(sub.add_parser("eval", help="Pass@(K,T) of a policy on an env, with behaviour metrics and plots"),
-                  EvalConfig, show_default=False)
+                  EvalConfig, show_default=False, config_file=True)
 
     from agentgym_budget.eval.command_settings import AggregateSettings, CompareSettings, ReportSettings
 
@@ -87,7 +87,47 @@ def _parser() -> argparse.ArgumentParser:
     add_config_arguments(sub.add_parser(
         "sft", help="SFT warm start: clone expert or random-format play on the training split, save the model for "
                     "'train --model FOLDER' and the data as a chat dataset (extras 'llm', 'trl')"), SFTConfig)
+    _add_sweep_parser(sub)
     return parser
+
+
+def _add_sweep_parser(sub: Any) -> None:
+    from agentgym_budget.flags import key_value
+
+    sw = sub.add_parser("sweep", help="run a study (experiments/<study>/study.toml): arms x seeds, held-out "
+                                      "evaluation, paired comparisons; finished runs are reused")
+    sw.add_argument("study", help="the study file, e.g. experiments/budgetmix/study.toml")
+    sw.add_argument("--dry-run", action="store_true", help="list the runs (train, reuse or retrain) and stop")
+    sw.add_argument("--seeds", default=None, help="a comma-separated subset of the study's seeds, e.g. 0,1")
+    sw.add_argument("--arms", default=None, help="a comma-separated subset of the study's arms")
+    sw.add_argument("--out", default=None, help="the run folder (default runs/<study name>/)")
+    sw.add_argument("--results", default=None, help="also write the study's figures to this file (default: "
+                    "none; the committed results file is written only when asked, e.g. the study's [study] results)")
+    sw.add_argument("--workers", type=int, default=None, help="runs in parallel processes (default [study] workers)")
+    sw.add_argument("--set", action="append", type=key_value, default=[], metavar="KEY=VALUE", dest="train_set",
+                    help="set a TrainConfig field in every arm, e.g. --set total_updates=2 (repeatable; the value "
+                         "as JSON where it is JSON)")
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    import dataclasses
+
+    from agentgym_budget.experiments import StudyError, load_study, sweep, with_overrides
+
+    study = load_study(args.study)
+    try:
+        seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else None
+    except ValueError:
+        raise StudyError(f"--seeds takes comma-separated integers, got {args.seeds!r}") from None
+    if args.workers is not None:
+        study = dataclasses.replace(study, workers=args.workers)
+    if args.train_set:
+        study = with_overrides(study, dict(args.train_set))
+    out = Path(args.out or f"runs/{study.name}")
+    sweep(study, out, seeds=seeds, arms=args.arms.split(",") if args.arms else None, dry_run=args.dry_run,
+          argv=["-m", "agentgym_budget.cli", *args.argv],
+          results=Path(args.results) if args.results else None)
+    return 0
 
 
 def _eval(args: argparse.Namespace) -> int:
@@ -445,7 +485,10 @@ def _sft(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit status."""
-    args = _parser().parse_args(argv)
+    from agentgym_budget.flags import parse_with_config
+
+    args = parse_with_config(_parser(), argv)  # a --config FILE's values, then the flags over them
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # the command a results file records
     from gymnasium.error import Error as GymError
 
     from agentgym_budget._optional import MissingBackendError
@@ -453,7 +496,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from agentgym_budget.policies.served import ServedModelError
 
     command = {"eval": _eval, "report": _report, "compare": _compare, "probe": _probe, "aggregate": _aggregate,
-               "list": _list, "train": _train, "sft": _sft}[args.command]
+               "list": _list, "train": _train, "sft": _sft, "sweep": _sweep}[args.command]
     try:
         return command(args)
     except (MissingBackendError, ValueError, OSError, GymError) as e:  # the user's mistake: one line, no traceback

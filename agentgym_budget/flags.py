@@ -34,8 +34,9 @@ import dataclasses
 import functools
 import inspect
 import json
+import sys
 import textwrap
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, get_type_hints
 
 __all__ = ["add_arguments", "field_docs", "flag", "flag_table", "from_arguments", "int_list", "key_value", "no_flag",
@@ -58,10 +59,12 @@ def no_flag() -> dict[str, Any]:
 
 
 def add_arguments(parser: argparse.ArgumentParser, cls: type, *, show_default: bool = True,
-                  only: Collection[str] | None = None) -> argparse.ArgumentParser:
+                  only: Collection[str] | None = None, config_file: bool = False) -> argparse.ArgumentParser:
     """One flag per field of the dataclass ``cls`` (``env_id`` → ``--env-id``), help from its docs
     (followed by ``(default: X)`` with ``show_default``); ``only``: the flags of these fields alone
-    (a command that shares some of another's settings).
+    (a command that shares some of another's settings).  ``config_file``: also ``--config FILE``,
+    the fields' values from a TOML (or YAML) file, any flag given overriding it (parse with
+    :func:`parse_with_config`).
 
     Example:
         >>> import dataclasses
@@ -99,7 +102,88 @@ def add_arguments(parser: argparse.ArgumentParser, cls: type, *, show_default: b
             if names != (f.name,):
                 raise ValueError(f"{cls.__name__}.{f.name}: a positional flag is named after its field, got {names}")
             parser.add_argument(f.name, default=default, help=help_text.strip(), **kwargs)
+    if config_file:
+        parser.add_argument("--config", metavar="FILE", default=None,
+                            help="read the settings from this TOML (.toml) or YAML (.yaml) file, keys the flags' "
+                                 "field names (env_id = ...); a flag given as well overrides the file's value")
+        parser.set_defaults(_config_class=cls, _config_parser=parser, _config_only=only)
     return parser
+
+
+def parse_with_config(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """``parser.parse_args(argv)``, with a ``--config FILE`` (:func:`add_arguments` ``config_file``) read
+    first: the file's values become the defaults, so every flag on the command line overrides them.
+
+    Example:
+        >>> import dataclasses, pathlib, tempfile
+        >>> @dataclasses.dataclass
+        ... class Settings:
+        ...     tasks: int = 50
+        ...     seed: int = 0
+        >>> parser = add_arguments(argparse.ArgumentParser(), Settings, config_file=True)
+        >>> path = pathlib.Path(tempfile.mkdtemp()) / "run.toml"
+        >>> _ = path.write_text("tasks = 7\\nseed = 3\\n")
+        >>> from_arguments(Settings, parse_with_config(parser, ["--config", str(path), "--seed", "1"]))
+        Settings(tasks=7, seed=1)
+    """
+    args = parser.parse_args(argv)
+    path = getattr(args, "config", None)
+    if path is None or not hasattr(args, "_config_parser"):
+        return args
+    sub: argparse.ArgumentParser = args._config_parser
+    try:
+        values = read_config_file(path, args._config_class, args._config_only)
+    except ValueError as error:
+        sub.error(str(error))
+    sub.set_defaults(**values)
+    return parser.parse_args(argv)
+
+
+def read_config_file(path: str, cls: type, only: Collection[str] | None = None) -> dict[str, Any]:
+    """The field values in the TOML or YAML file ``path``, each key a flagged field of ``cls`` (lists of
+    tuple fields as tuples); a one-line ``ValueError`` for an unreadable file or an unknown key."""
+    text = _read_text(path)
+    if path.endswith((".yaml", ".yml")):
+        try:
+            import yaml  # type: ignore[import-untyped]
+        except ImportError:
+            raise ValueError(f"--config {path}: reading YAML needs PyYAML (pip install pyyaml); "
+                             f"or write the file as TOML") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            raise ValueError(f"--config {path}: not valid YAML: {' '.join(str(error).split())}") from None
+    else:
+        data = _toml_loads(text, path)
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: expected a table of settings (key = value), got {type(data).__name__}")
+    fields = {f.name: f for f in _flagged_fields(cls, only)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ValueError(f"--config {path}: unknown key {unknown[0]!r}; the keys are the flags' field names: "
+                         f"{', '.join(fields)}")
+    hints = get_type_hints(cls)
+    return {key: tuple(value) if isinstance(value, list) and "tuple" in str(hints[key]) else value
+            for key, value in data.items()}
+
+
+def _read_text(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as file:
+            return file.read()
+    except OSError as error:
+        raise ValueError(f"--config {path}: cannot read it ({error.strerror})") from None
+
+
+def _toml_loads(text: str, path: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # the same parser, before it joined the standard library
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ValueError(f"--config {path}: not valid TOML: {error}") from None
 
 
 def from_arguments(cls: type, args: argparse.Namespace, only: Collection[str] | None = None) -> Any:

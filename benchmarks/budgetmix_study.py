@@ -1,5 +1,9 @@
 """The BudgetMix study on the reliable trainer: fixed-T vs BudgetMix vs a curriculum, outcome vs process reward.
 
+The BudgetMix study itself is now data run by the sweep runner (``agentgym-budget sweep
+experiments/budgetmix/study.toml``); this script stays for the process-reward study's commands
+(docs/trainer.md) until that study moves to experiments/ too.
+
 Every arm is the documented smoke run (:func:`agentgym_budget.train.keydoor_smoke_config`: the
 tiny offline model, format warm-up, GRPO on KeyDoor's ``train`` set-ups, 200 updates x 64
 episodes), **one flag apart**:
@@ -67,14 +71,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 
 # run from a checkout without installing; and not from benchmarks/, whose kernels.py would shadow the
 # `kernels` package that transformers imports
 sys.path[0] = str(Path(__file__).resolve().parents[1])
 
 from agentgym_budget.eval import PassKTResult, aggregate_results  # noqa: E402
-from agentgym_budget.eval.stats import paired_bootstrap  # noqa: E402
+from agentgym_budget.eval.stats import paired_over_seeds  # noqa: E402
 from agentgym_budget.train.config import keydoor_smoke_config  # noqa: E402
 from agentgym_budget.train.learning_check import held_out_env_kwargs, parse_overrides, run_seed  # noqa: E402
 from benchmarks.provenance import provenance  # noqa: E402
@@ -113,21 +116,6 @@ def arm_overrides(fixed: list[int], mix: list[int], episodes: int, process_rewar
 def folder_name(arm: str) -> str:
     """``fixed:2`` → ``fixed2``, ``mix+pr`` → ``mix_pr`` (a folder name a shell glob needs no quotes for)."""
     return arm.replace(":", "").replace("+", "_")
-
-
-def paired_over_seeds(a: dict[int, float], b: dict[int, float], resamples: int = 2000) -> dict[str, Any]:
-    """``a − b`` over the seeds both have: mean of per-seed differences and its paired bootstrap CI over seeds.
-
-    Example:
-        >>> row = paired_over_seeds({0: 0.9, 1: 0.8, 2: 0.7}, {0: 0.5, 1: 0.6, 2: 0.5})
-        >>> round(row["diff"], 3), row["seeds"], row["ci_low"] > 0
-        (0.267, 3, True)
-    """
-    seeds = sorted(set(a) & set(b))
-    ones = np.ones(len(seeds))
-    d = paired_bootstrap(np.array([b[s] for s in seeds]), ones, np.array([a[s] for s in seeds]), ones,
-                         resamples=resamples)
-    return {"diff": d.diff, "ci_low": d.ci_low, "ci_high": d.ci_high, "significant": d.significant, "seeds": len(seeds)}
 
 
 def points(value: float | None, signed: bool = False) -> str:

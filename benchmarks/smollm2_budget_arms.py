@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from agentgym_budget.eval.stats import t_interval  # noqa: E402
 from benchmarks import smollm2_table  # noqa: E402
-from benchmarks.budgetmix_study import folder_name, ints, paired_over_seeds  # noqa: E402
+from agentgym_budget.eval.stats import paired_over_seeds  # noqa: E402
+from benchmarks.budgetmix_study import folder_name, ints  # noqa: E402
 from benchmarks.provenance import provenance, write_results  # noqa: E402
 
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from agentgym_budget.eval.stats import paired_over_seeds
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "budgetmix_study.py"
 
@@ -42,12 +44,11 @@ def test_arms_are_the_smoke_recipe_one_flag_apart():
 
 
 def test_paired_over_seeds_pairs_by_seed_and_an_arm_against_itself_is_zero():
-    study = load_study()
     a = {0: 0.9, 1: 0.2, 2: 0.6, 3: 0.4}
-    same = study.paired_over_seeds(a, a)
+    same = paired_over_seeds(a, a)
     assert (same["diff"], same["ci_low"], same["ci_high"], same["significant"]) == (0.0, 0.0, 0.0, False)
     # b is a minus 0.1 on each seed: seed spread is large, the paired CI is not
-    shifted = study.paired_over_seeds(a, {s: v - 0.1 for s, v in a.items()})
+    shifted = paired_over_seeds(a, {s: v - 0.1 for s, v in a.items()})
     assert shifted["diff"] == pytest.approx(0.1) and shifted["ci_low"] == pytest.approx(0.1)
     assert shifted["significant"] and shifted["seeds"] == 4
 

@@ -3,7 +3,7 @@
 The blocks are read from the markdown, so a changed doc changes what is tested.  A fenced block
 tagged ``python`` runs as a script, one tagged ``bash`` (``sh``, ``shell``, ``console``) under
 ``bash -e -o pipefail``, each in a new temporary folder (so ``results/`` and ``runs/`` land there)
-that links the checkout's ``benchmarks/``, ``examples/`` and ``tools/`` (the doc's commands are
+that links the checkout's ``benchmarks/``, ``examples/``, ``experiments/`` and ``tools/`` (the doc's commands are
 typed in a checkout), with the Python running the tests first on ``PATH`` and the checkout first
 on ``PYTHONPATH``.  Blocks without a tag, or tagged ``text``, are output samples, diagrams and
 pseudo-code, never run; a test fails when one of them looks like a command, so a runnable block
@@ -195,7 +195,7 @@ def run_block(block: Block, tmp_path: Path) -> str:
     """Run the block (after its directives) in ``tmp_path``; its output, or an assertion naming what failed."""
     code = prepared_code(block)
     env = _environment()
-    for name in ("benchmarks", "examples", "tools"):
+    for name in ("benchmarks", "examples", "experiments", "tools"):
         (tmp_path / name).symlink_to(ROOT / name, target_is_directory=True)
     started: list[subprocess.Popen] = []
     servers = []

@@ -2,7 +2,7 @@
 
 The layers, bottom to top (documented in ``agentgym_budget/__init__.py``)::
 
-    _optional, _once, text, flags, compiling, seeds  <  wrappers  <  envs  <  policies, episodes  <  eval  <  train, integrations  <  distributed  <  cli
+    _optional, _once, text, flags, compiling, seeds, provenance  <  wrappers  <  envs  <  policies, episodes  <  eval  <  train, integrations  <  distributed  <  experiments  <  cli
 
 A module may import its own layer and any layer below it.  Every import statement counts —
 at module level, inside functions, under ``TYPE_CHECKING`` — since each is a dependency.
@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "flags": 0,
     "compiling": 0,
     "seeds": 0,
+    "provenance": 0,
     "wrappers": 1,
     "envs": 2,
     "": 2,  # the package root: importing it registers the envs
@@ -34,7 +35,8 @@ LAYERS: dict[str, int] = {
     "train": 5,
     "integrations": 5,
     "distributed": 6,
-    "cli": 7,
+    "experiments": 7,  # the sweep runner: trains and evaluates through train/ and eval/
+    "cli": 8,
 }
 
 

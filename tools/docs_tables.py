@@ -1041,8 +1041,9 @@ def llm_rollout_targets_table(path: Path | None = None) -> str:
 def budgetmix_study_table() -> str:
     """The BudgetMix study (fixed:2, fixed:6, mix, curriculum on KeyDoor): per seed, means, paired differences.
 
-    The same ``benchmarks/budgetmix_study.py --results`` file format as the process-reward study, so the same
-    table (from docs/data/budgetmix-study/keydoor.json).
+    The results file format of ``agentgym-budget sweep experiments/budgetmix/study.toml --results`` (and of
+    ``benchmarks/budgetmix_study.py --results``, which measured the committed file and the process-reward
+    study's), so the same table (from docs/data/budgetmix-study/keydoor.json).
     """
     path = DATA / "budgetmix-study" / "keydoor.json"
     if not path.is_file():

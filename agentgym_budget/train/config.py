@@ -435,8 +435,9 @@ def _one_of(name: str, value: str, allowed: tuple[str, ...]) -> None:
 
 def add_config_arguments(parser: argparse.ArgumentParser, cls: type = TrainConfig) -> argparse.ArgumentParser:
     """One ``--flag`` per field of ``cls`` (:class:`TrainConfig` or :class:`SFTConfig`; ``env_id`` →
-    ``--env-id``), help from its docs."""
-    return add_arguments(parser, cls)
+    ``--env-id``), help from its docs, and ``--config FILE`` (TOML or YAML; flags override it:
+    :func:`agentgym_budget.flags.parse_with_config`)."""
+    return add_arguments(parser, cls, config_file=True)
 
 
 def config_from_arguments(args: argparse.Namespace, cls: type = TrainConfig) -> Any:

@@ -63,23 +63,24 @@ class LearningRun:
 
 def train_and_evaluate(seed: int, output_dir: str, eval_tasks: int = 40, eval_attempts: int = 2,
                        eval_ts: Sequence[int] = EVAL_TS, result_dir: str | None = None,
-                       **overrides: Any) -> LearningRun:
+                       smoke: bool = True, **overrides: Any) -> LearningRun:
     """Train :func:`~agentgym_budget.train.config.keydoor_smoke_config` (``seed``, ``overrides``), then
     evaluate Pass@(1,T) for ``eval_ts`` on the env's held-out split (KeyDoor: ``test``; a setting whose
     evaluation tasks overlap the training ones is refused before training, :func:`held_out_env_kwargs`), the tasks
     from the config's ``eval_seed`` (the same for every seed and every override but ``eval_seed``).
     ``result_dir``: where to save the evaluator's result (``passkt.json``; ``agentgym-budget
-    compare``/``aggregate`` read it)."""
+    compare``/``aggregate`` read it).  ``smoke=False``: ``overrides`` apply to :class:`TrainConfig`'s own
+    defaults instead of the smoke run's (a study file that spells out its settings)."""
     import torch
 
     from agentgym_budget.envs.registration import budget_env_id
     from agentgym_budget.eval import evaluate
-    from agentgym_budget.train.config import keydoor_smoke_config
+    from agentgym_budget.train.config import TrainConfig, keydoor_smoke_config
     from agentgym_budget.train.rollout import training_policy
     from agentgym_budget.train.trainer import Trainer
 
     start_cpu, start_wall = time.process_time(), time.perf_counter()
-    config = keydoor_smoke_config(seed=seed, output_dir=output_dir, **overrides)
+    config = (keydoor_smoke_config if smoke else TrainConfig)(seed=seed, output_dir=output_dir, **overrides)
     if config.torch_threads is not None:
         torch.set_num_threads(config.torch_threads)
     eval_env_kwargs = held_out_env_kwargs(config)  # KeyDoor trained on 'train': {'split': 'test', ...}
@@ -120,14 +121,14 @@ def held_out_env_kwargs(config: Any) -> dict[str, Any]:
 
 
 def run_seed(seed: int, folder: str, eval_tasks: int = 40, eval_attempts: int = 2, eval_ts: Sequence[int] = EVAL_TS,
-             **overrides: Any) -> dict[str, Any]:
+             smoke: bool = True, **overrides: Any) -> dict[str, Any]:
     """:func:`train_and_evaluate` for a worker process of a multi-seed benchmark: the run's output
     (stdout and stderr) goes to ``folder.log``, the trainer's files to ``folder``, the evaluator's
     result to ``folder/held_out_eval``; returns :meth:`LearningRun.to_dict` (picklable)."""
     Path(folder).parent.mkdir(parents=True, exist_ok=True)
     with open(f"{folder}.log", "w") as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log):
         run = train_and_evaluate(seed, folder, eval_tasks, eval_attempts, eval_ts,
-                                 result_dir=f"{folder}/held_out_eval", **overrides)
+                                 result_dir=f"{folder}/held_out_eval", smoke=smoke, **overrides)
     return run.to_dict()
 
 
