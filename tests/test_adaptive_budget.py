@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import agentgym_budget  # noqa: F401 - registers the envs
-from agentgym_budget.train.rollout import _curriculum_progress, _fresh_env
+from agentgym_budget.train.rollout import _budget_schedule_state, _fresh_env
 from agentgym_budget.train.sharding import set_budget_progress
 from agentgym_budget.wrappers import TurnBudget
 from agentgym_budget.wrappers.budget_spec import AdaptiveBudget, OutcomeSchedule, parse_budget_spec
@@ -169,7 +169,7 @@ def test_a_retried_episode_draws_the_budget_the_first_attempt_drew():
     set_budget_progress([env], 5, 0, outcomes)
     first = env.reset(seed=11, options={"task": "red-green"})[1]["budget"]
     fresh = _fresh_env(lambda: TurnBudget(gym.make("KeyDoor-v0", split="train"), budget=spec),
-                       _curriculum_progress(env))
+                       _budget_schedule_state(env))
     assert fresh.get_wrapper_attr("outcomes") is outcomes
     assert fresh.reset(seed=11, options={"task": "red-green"})[1]["budget"] == first == 4
 
@@ -177,16 +177,9 @@ def test_a_retried_episode_draws_the_budget_the_first_attempt_drew():
 # -- the trainer: outcomes fed back, logged, checkpointed ------------------------------------------
 @pytest.fixture(scope="module")
 def warm_model_path(tmp_path_factory):
-    from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
-    from agentgym_budget.train import TrainConfig
-    from agentgym_budget.train.sft import format_warmup
+    from tiny_models import save_warm_tiny_model
 
-    path = tmp_path_factory.mktemp("warm_model")
-    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
-    format_warmup(model, tokenizer, TrainConfig(env_id="KeyDoor-v0", seed=0), steps=40, batch_size=16)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return save_warm_tiny_model(tmp_path_factory.mktemp("warm_model"), steps=40)
 
 
 def _config(output_dir, model, **overrides):

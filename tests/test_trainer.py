@@ -11,7 +11,7 @@ from agentgym_budget.train import TrainConfig, Trainer
 from agentgym_budget.train.grpo import TurnSample, collate, group_advantages
 from agentgym_budget.policies.tiny_model import tiny_model_and_tokenizer
 from agentgym_budget.train.trainer import _numpy_rng_state, _set_numpy_rng_state, load_trainer_state
-from agentgym_budget.train.sft import format_warmup
+from tiny_models import save_warm_tiny_model
 
 torch.set_num_threads(1)
 
@@ -57,12 +57,7 @@ def test_collate_puts_only_action_tokens_in_the_loss():
 @pytest.fixture(scope="module")
 def warm_model_path(tmp_path_factory):
     """A tiny model after a short format warm-up (random admissible commands), saved like a HF model."""
-    path = tmp_path_factory.mktemp("warm_model")
-    model, tokenizer = tiny_model_and_tokenizer("KeyDoor-v0", seed=0)
-    format_warmup(model, tokenizer, TrainConfig(env_id="KeyDoor-v0", seed=0), steps=80, batch_size=16)
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return str(path)
+    return save_warm_tiny_model(tmp_path_factory.mktemp("warm_model"), steps=80)
 
 
 def _config(output_dir, model, **overrides):

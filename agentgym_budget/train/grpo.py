@@ -50,9 +50,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 

@@ -199,7 +199,7 @@ def collect_episodes(
         raise ValueError(f"{len(envs)} envs for {len(seeds)} seeds")
     policy = training_policy(model, tokenizer, config, keep_hidden_at=trunk_layer(model, config))
     # taken before the resets count: a retry must draw the budget the first attempt drew
-    progress = [_curriculum_progress(env) for env in envs]
+    progress = [_budget_schedule_state(env) for env in envs]
     episodes = _play(policy, envs, seeds, sampling_seed, list(range(len(envs))))
     retry = [i for i, episode in enumerate(episodes) if episode.failed]
     if retry:
@@ -274,7 +274,7 @@ def _fail(episode: Episode, error: Exception, where: str) -> None:
     episode.turns, episode.won, episode.terminated, episode.invalid_actions = [], False, False, 0
 
 
-def _curriculum_progress(env: gym.Env) -> tuple[float, Any] | None:
+def _budget_schedule_state(env: gym.Env) -> tuple[float, Any] | None:
     """The env's budget state: curriculum progress and an adaptive budget's outcome table."""
     try:
         return float(env.get_wrapper_attr("progress")), env.get_wrapper_attr("outcomes")
