@@ -100,6 +100,8 @@ def _add_sweep_parser(sub: Any) -> None:
     sw.add_argument("--dry-run", action="store_true", help="list the runs (train, reuse or retrain) and stop")
     sw.add_argument("--seeds", default=None, help="a comma-separated subset of the study's seeds, e.g. 0,1")
     sw.add_argument("--arms", default=None, help="a comma-separated subset of the study's arms")
+    sw.add_argument("--before-rl", action="store_true", help="only the SFT start and the rows before RL "
+                    "([study] baselines); no arm trains")
     sw.add_argument("--out", default=None, help="the run folder (default runs/<study name>/)")
     sw.add_argument("--results", default=None, help="also write the study's figures to this file (default: "
                     "none; the committed results file is written only when asked, e.g. the study's [study] results)")
@@ -125,6 +127,7 @@ def _sweep(args: argparse.Namespace) -> int:
         study = with_overrides(study, dict(args.train_set))
     out = Path(args.out or f"runs/{study.name}")
     sweep(study, out, seeds=seeds, arms=args.arms.split(",") if args.arms else None, dry_run=args.dry_run,
+          before_rl=args.before_rl,
           argv=["-m", "agentgym_budget.cli", *args.argv],
           results=Path(args.results) if args.results else None)
     return 0

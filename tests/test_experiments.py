@@ -73,7 +73,13 @@ def test_dry_run_lists_every_arm_and_seed_and_trains_nothing(tmp_path, capsys):
     ("[study]\nname = 'x'\n", "at least one [arms.NAME]"),
     ("[study]\nname = 'x'\n[arms.a]\n[[compare]]\na = 'a'\nb = 'z'\n", "[[compare]] needs a and b"),
     ("[study\n", "not valid TOML"),
-    ("[study]\nname = 'x'\n[arms.a]\n[eval]\nks = [1, 2]\n", "unknown [eval] key 'ks'"),
+    ("[study]\nname = 'x'\n[arms.a]\n[eval]\nlevel = 3\n", "unknown [eval] key 'level'"),
+    ("[study]\nname = 'x'\n[arms.a]\n[eval]\nks = [1, 4]\nattempts = 2\n", "attempts (2) must be at least the largest K (4)"),
+    ("[study]\nname = 'x'\nbaselines = ['zero']\n[arms.a]\n", "baselines must be a list of ['base', 'sft']"),
+    ("[study]\nname = 'x'\nbaselines = ['sft']\n[arms.a]\n", "no [sft] table"),
+    ("[study]\nname = 'x'\n[sft]\nshared = false\n[arms.a]\n", "shared = false"),
+    ("[study]\nname = 'x'\n[sft]\nstesp = 3\n[arms.a]\n", "'stesp' is not an SFTConfig field"),
+    ("[study]\nname = 'x'\n[sft]\n[train]\nmodel = 'tiny'\n[arms.a]\n", "[train] model is the SFT start"),
 ])
 def test_a_bad_study_file_is_refused_in_one_line(tmp_path, capsys, text, message):
     path = tmp_path / "study.toml"
@@ -91,6 +97,72 @@ def test_an_unknown_arm_and_an_overlapping_evaluation_are_refused(tmp_path, caps
     path.write_text(TINY.replace('env_kwargs = { split = "train" }', "env_kwargs = {}"))
     assert main(["sweep", str(path), "--dry-run"]) == 2
     assert "overlap the training ones" in capsys.readouterr().err
+    path.write_text(TINY.replace("[eval]\n", "[eval]\nenv_kwargs = { split = 'train' }\n"))
+    assert main(["sweep", str(path), "--dry-run"]) == 2
+    assert "split 'train' is not the held-out split 'test'" in capsys.readouterr().err
+
+
+WITH_START = TINY.replace('name = "tiny"\nseeds = [0, 1]', 'name = "start"\nseeds = [0]\nbaselines = ["base", "sft"]').replace(
+    "[train]\n", """[sft]
+model = "tiny"
+env_id = "KeyDoor-v0"
+source = "expert"
+episodes = 4
+steps = 2
+batch_size = 4
+torch_threads = 1
+[train]
+""").replace("format_warmup_steps = 5\n", "").replace("[eval]\n", "[eval]\nks = [1, 2]\nprobes = 2\n").replace(
+    "attempts = 1", "attempts = 2")
+
+
+def test_a_study_with_an_sft_start_and_rows_before_rl_runs_them_once_and_pairs_behaviour(tmp_path, capsys):
+    path, out = tmp_path / "study.toml", tmp_path / "runs"
+    path.write_text(WITH_START)
+    assert main(["sweep", str(path), "--out", str(out), "--dry-run"]) == 0
+    plan = capsys.readouterr().out.splitlines()
+    assert [line.split("  ")[0].strip() for line in plan] == [
+        "sft start", "base (before RL)", "sft (before RL)", "fixed:2 seed 0", "mix seed 0"]
+    assert main(["sweep", str(path), "--out", str(out)]) == 0
+    capsys.readouterr()
+    figures = json.loads((out / "study.json").read_text())
+    assert (out / "sft" / "sft.json").is_file() and figures["sft"]["episodes"] == 4
+    trained = json.loads((out / "mix" / "seed_0" / "config.json").read_text()) if (
+        out / "mix" / "seed_0" / "config.json").exists() else None
+    if trained is not None:
+        assert trained["model"] == str(out / "sft")
+    assert set(figures["baselines"]) == {"base", "sft"} and figures["baselines"]["base"]["model"] == "tiny"
+    cell = figures["baselines"]["sft"]["pass_kt"]["K=2,T=4"]
+    assert cell["ci_low"] <= cell["value"] <= cell["ci_high"]
+    assert set(figures["pass_kt"]["mix"]) == {f"K={k},T={t}" for k in (1, 2) for t in (2, 4)}
+    assert figures["paired_kt"]["mix − fixed:2"]["K=2,T=4"]["seeds"] == 1
+    assert "decision_quality.overall" in figures["behaviour"]["mix"]
+    assert figures["behaviour_vs_sft"]["mix"]["decision_quality.overall"]["seeds"] == 1
+    from agentgym_budget.eval import PassKTResult
+
+    row = PassKTResult.load(out / "baselines" / "sft" / "held_out_eval")
+    assert row.config["env_kwargs"]["split"] == "test" and row.ks == (1, 2) and row.attempts == 2
+    assert (out / "baselines" / "sft" / "held_out_eval" / "probes.json").is_file()
+    assert main(["sweep", str(path), "--out", str(out)]) == 0  # everything recorded: nothing runs again
+    assert capsys.readouterr().out.count("(finished earlier: reused)") == 5
+
+
+def test_an_interrupted_run_resumes_and_files_without_a_record_are_replaced(tmp_path, capsys):
+    path, out = tmp_path / "study.toml", tmp_path / "runs"
+    path.write_text(TINY)
+    study = load_study(path)
+    from agentgym_budget.experiments import run_settings
+
+    started, stray = planned_runs(study)[0], planned_runs(study)[1]
+    started.folder(out).mkdir(parents=True)
+    (started.folder(out) / "run.json").write_text(json.dumps({"settings": run_settings(study, started)}))
+    stray.folder(out).mkdir(parents=True)
+    (stray.folder(out) / "leftover.txt").write_text("from a run nobody recorded")
+    assert main(["sweep", str(path), "--out", str(out), "--dry-run"]) == 0
+    plan = {line.split("  ")[0].strip(): line for line in capsys.readouterr().out.splitlines()}
+    assert "resume (interrupted)" in plan["fixed:2 seed 0"] and "retrain (settings changed)" in plan["fixed:2 seed 1"]
+    assert main(["sweep", str(path), "--out", str(out), "--arms", "fixed:2"]) == 0
+    assert "(resumed)" in capsys.readouterr().out and not (stray.folder(out) / "leftover.txt").exists()
 
 
 def test_a_tiny_study_runs_end_to_end_then_is_reused_and_a_changed_setting_retrained(tmp_path, capsys):
