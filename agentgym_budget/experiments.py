@@ -488,7 +488,7 @@ def study_figures(study: Study, out: Path, runs: list[PlannedRun], finished: dic
         aggregate = aggregate_results(list(by_seed.values()))
         pass1[arm] = {str(t): _over_seeds(aggregate.passkt[(1, t)]) for t in ts}
         pass_kt[arm] = {_cell(k, t): _over_seeds(aggregate.passkt[(k, t)]) for k, t in cells}
-        behaviour[arm] = {name: _over_seeds(cell) for name, cell in aggregate.metrics.items()}
+        behaviour[arm] = _behaviour_over_seeds([_scalars(r) for r in by_seed.values()])
     paired = {f"{a} − {b}": {str(t): paired_over_seeds(_by_seed(results[a], 1, t), _by_seed(results[b], 1, t))
                             for t in ts}
               for a, b in study.compare if a in results and b in results}
@@ -526,6 +526,22 @@ def study_figures(study: Study, out: Path, runs: list[PlannedRun], finished: dic
     return figures
 
 
+def _behaviour_over_seeds(per_seed: list[dict[str, float | None]]) -> dict[str, dict[str, Any]]:
+    """Each behaviour metric's mean over seeds with its t-CI (seeds where it is undefined left out)."""
+    import numpy as np
+
+    from agentgym_budget.eval.stats import t_interval
+
+    rows = {}
+    for name in sorted(set().union(*per_seed)):
+        values = [row.get(name) for row in per_seed]
+        known = np.array([v for v in values if v is not None], dtype=float)
+        low, high = t_interval(known)
+        rows[name] = {"mean": float(known.mean()) if len(known) else None, "ci_low": low, "ci_high": high,
+                      "values": values}
+    return rows
+
+
 def _minus_start(by_seed: dict[int, Any], start: dict[str, float | None]) -> dict[str, Any]:
     """Each behaviour metric of an arm's seeds minus the start's value, paired over the seeds."""
     from agentgym_budget.eval.stats import paired_over_seeds
@@ -558,8 +574,12 @@ def _with_ci(result: Any, k: int, t: int) -> dict[str, float]:
 
 
 def _scalars(result: Any) -> dict[str, float | None]:
-    """Every behaviour metric of one evaluation as one number (its per-task ratio), probes included."""
+    """Every behaviour metric of one evaluation as one number (its per-task ratio), and its probe states'
+    rates (``probes.agreement``: the expert's action chosen; ``probes.success_to_go``: won from there)."""
     from agentgym_budget.eval.compare import scalar_metrics
     from agentgym_budget.eval.stats import ratio
 
-    return {name: ratio(*terms) for name, terms in sorted(scalar_metrics(result).items())}
+    values = {name: ratio(*terms) for name, terms in sorted(scalar_metrics(result).items())}
+    summary = result.metrics.get("probes", {}).get("summary", {})
+    values.update({f"probes.{name}": row["value"] for name, row in sorted(summary.items())})
+    return values

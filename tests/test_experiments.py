@@ -136,7 +136,9 @@ def test_a_study_with_an_sft_start_and_rows_before_rl_runs_them_once_and_pairs_b
     assert cell["ci_low"] <= cell["value"] <= cell["ci_high"]
     assert set(figures["pass_kt"]["mix"]) == {f"K={k},T={t}" for k in (1, 2) for t in (2, 4)}
     assert figures["paired_kt"]["mix − fixed:2"]["K=2,T=4"]["seeds"] == 1
-    assert "decision_quality.overall" in figures["behaviour"]["mix"]
+    assert {"decision_quality.overall", "probes.agreement"} <= set(figures["behaviour"]["mix"])
+    assert figures["behaviour"]["mix"]["probes.agreement"]["values"] == [
+        figures["per_seed"]["mix"]["0"]["behaviour"]["probes.agreement"]]
     assert figures["behaviour_vs_sft"]["mix"]["decision_quality.overall"]["seeds"] == 1
     from agentgym_budget.eval import PassKTResult
 
