@@ -377,3 +377,30 @@ def test_the_stopping_rules_table_keeps_the_largest_t_at_budgets_t_and_2t(tmp_pa
     assert [row.split(" | ")[2] for row in rows[2:4]] == ["8 (8)", "16 (8)"] and rows[4] == ""
     assert "0.500 [0.40, 0.60] | 25% | 0.450 [0.30, 0.60] (1.00·1×8) | +0.050 [+0.010, +0.090]" in rows[2]
     assert "`python x`" in rows[5]
+
+
+def test_the_sweep_study_tables_show_rows_before_rl_arms_over_seeds_and_paired_differences(tmp_path):
+    cell = {"mean": 0.5, "ci_low": 0.25, "ci_high": 0.75, "values": [0.25, 0.75]}
+    diff = {"diff": 0.2, "ci_low": 0.1, "ci_high": 0.3, "significant": True, "seeds": 2}
+    report = {
+        "provenance": {"command": "python -m agentgym_budget.cli sweep s.toml", "commit": "abc", "dirty": False,
+                       "load_average": [1.0, 1.0, 1.0], "cpus": 2, "utc": "now"},
+        "eval_tasks": 8, "eval_attempts": 4, "cpu_seconds": 120.0, "arms": {"mix": {"budget": "mix:4,8"}},
+        "baselines": {"sft": {"pass_kt": {"K=1,T=4": {"value": 0.4, "ci_low": 0.3, "ci_high": 0.5}},
+                              "behaviour": {"probes.agreement": 0.6, "errors_per_episode": 1.25}}},
+        "per_seed": {"mix": {"0": {}, "1": {}}}, "pass_kt": {"mix": {"K=1,T=4": cell}},
+        "paired_kt": {"mix − fixed8": {"K=1,T=4": diff}},
+        "behaviour": {"mix": {"probes.agreement": cell}},
+        "behaviour_vs_sft": {"mix": {"probes.agreement": {**diff, "diff": -0.1, "ci_low": -0.2, "ci_high": 0.0,
+                                                          "significant": False}}}}
+    path = tmp_path / "study.json"
+    path.write_text(json.dumps(report))
+    table = docs_tables.sweep_study_table(path, ((1, 4), (4, 8)))
+    assert "| SFT start | – | 40.0 [30.0, 50.0] | – |" in table
+    assert "| RL `mix:4,8` | 2 | 50.0 [25.0, 75.0] | – |" in table
+    assert "| mix − fixed8 (points) | 2 | +20.0 [+10.0, +30.0]* | – |" in table
+    assert "8 held-out tasks x 4 attempts; 2.0 CPU-minutes" in table
+    behaviour = docs_tables.sweep_behaviour_table(path)
+    assert "| SFT start | – | 60.0 | n/a | n/a | n/a | n/a | 1.25 |" in behaviour
+    assert "| RL `mix:4,8` − SFT start | 2 | -10.0 [-20.0, +0.0] | n/a" in behaviour
+    assert docs_tables.sweep_study_table(tmp_path / "none.json", ((1, 4),)).startswith("(no results file")

@@ -1188,6 +1188,101 @@ def smollm2_fixed_vs_mix_table(path: Path | None = None) -> str:
     return "\n".join([*lines, "", *sources, "", process_reward_study_table(path), "", "The runs:", *runs])
 
 
+#: The rows before RL of a sweep study, as its tables name them.
+_BASELINE_NAMES = {"base": "zero-shot", "sft": "SFT start"}
+#: The behaviour metrics the SmolLM2 KeyDoorRooms table shows: (sweep key, column title).
+_ROOMS_BEHAVIOUR = (("probes.agreement", "probe agreement (single step)"),
+                    ("decision_quality.overall", "decision quality"),
+                    ("success_after_error", "success after an error"),
+                    ("success_without_error", "success without one"),
+                    ("recovered_fraction", "errors recovered"),
+                    ("errors_per_episode", "errors per episode"))
+
+
+def _sweep_cell(cell: dict[str, Any] | None) -> str:
+    """``54.2 [44.0, 63.5]`` in points: a sweep results cell (``value`` or ``mean``, with its CI when known)."""
+    if cell is None:
+        return "–"
+    value = cell.get("value", cell.get("mean"))
+    if value is None:
+        return "n/a"
+    low, high = cell.get("ci_low"), cell.get("ci_high")
+    return f"{100 * value:.1f}" + ("" if low is None or high is None else f" [{100 * low:.1f}, {100 * high:.1f}]")
+
+
+def sweep_study_table(path: Path, cells: tuple[tuple[int, int], ...]) -> str:
+    """A sweep study's held-out Pass@(K,T) per row: the rows before RL (one evaluation each, 95 % bootstrap CI
+    over tasks), then each arm over its seeds (mean, 95 % t-CI over seeds), then the paired differences of
+    ``[[compare]]`` (95 % paired bootstrap CI over seeds; * excludes 0), from ``agentgym-budget sweep --results``."""
+    if not path.exists():
+        return f"(no results file {path.name} under {path.parent} yet)"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    names = " | ".join(f"Pass@({k},{t})" for k, t in cells)
+    rows = [f"| row | seeds | {names} |", "|---|---|" + "---|" * len(cells)]
+    for name, row in report.get("baselines", {}).items():
+        rows.append(f"| {_BASELINE_NAMES.get(name, name)} | – | "
+                    + " | ".join(_sweep_cell(row["pass_kt"].get(f"K={k},T={t}")) for k, t in cells) + " |")
+    for arm, by_cell in report.get("pass_kt", {}).items():
+        seeds = len(report["per_seed"][arm])
+        rows.append(f"| RL `{report['arms'][arm]['budget']}` | {seeds} | "
+                    + " | ".join(_sweep_cell(by_cell.get(f"K={k},T={t}")) for k, t in cells) + " |")
+    for name, by_cell in report.get("paired_kt", {}).items():
+        diffs = [by_cell.get(f"K={k},T={t}") for k, t in cells]
+        seeds = max((d["seeds"] for d in diffs if d), default=0)
+        rows.append(f"| {name} (points) | {seeds} | " + " | ".join(
+            "–" if d is None or d["diff"] is None else f"{100 * d['diff']:+.1f}"
+            + ("" if d["ci_low"] is None else f" [{_points(d['ci_low'], True)}, {_points(d['ci_high'], True)}]")
+            + ("*" if d.get("significant") else "") for d in diffs) + " |")
+    source = report["provenance"]
+    rows += ["", _source_line(path, source) + f" {report['eval_tasks']} held-out tasks x {report['eval_attempts']} "
+             f"attempts; {report['cpu_seconds'] / 60:.1f} CPU-minutes over the runs."]
+    return "\n".join(rows)
+
+
+def sweep_behaviour_table(path: Path, metrics: tuple[tuple[str, str], ...] = _ROOMS_BEHAVIOUR) -> str:
+    """Per row of a sweep study: its behaviour metrics (the rows before RL: one evaluation; an arm: mean and
+    95 % t-CI over seeds), then each arm minus the SFT start, paired over seeds (the SFT row is one evaluation,
+    so that CI holds the RL seeds' spread only)."""
+    if not path.exists():
+        return f"(no results file {path.name} under {path.parent} yet)"
+    report = json.loads(path.read_text(encoding="utf-8"))
+    titles = " | ".join(title for _, title in metrics)
+    rows = [f"| row | seeds | {titles} |", "|---|---|" + "---|" * len(metrics)]
+    for name, row in report.get("baselines", {}).items():
+        rows.append(f"| {_BASELINE_NAMES.get(name, name)} | – | " + " | ".join(
+            "n/a" if row["behaviour"].get(key) is None else f"{100 * row['behaviour'][key]:.1f}"
+            if key != "errors_per_episode" else f"{row['behaviour'][key]:.2f}" for key, _ in metrics) + " |")
+    for arm, by_metric in report.get("behaviour", {}).items():
+        rows.append(f"| RL `{report['arms'][arm]['budget']}` | {len(report['per_seed'][arm])} | " + " | ".join(
+            _behaviour_cell(by_metric.get(key), key) for key, _ in metrics) + " |")
+    for arm, by_metric in report.get("behaviour_vs_sft", {}).items():
+        rows.append(f"| RL `{report['arms'][arm]['budget']}` − SFT start | {len(report['per_seed'][arm])} | "
+                    + " | ".join(_behaviour_diff(by_metric.get(key), key) for key, _ in metrics) + " |")
+    rows += ["", "Rates in points (errors per episode as a count). " + _source_line(path, report["provenance"])]
+    return "\n".join(rows)
+
+
+def _behaviour_cell(cell: dict[str, Any] | None, key: str) -> str:
+    if cell is None or cell["mean"] is None:
+        return "n/a"
+    scale, digits = (1, 2) if key == "errors_per_episode" else (100, 1)
+    ci = "" if cell["ci_low"] is None else f" [{scale * cell['ci_low']:.{digits}f}, {scale * cell['ci_high']:.{digits}f}]"
+    return f"{scale * cell['mean']:.{digits}f}{ci}"
+
+
+def _behaviour_diff(cell: dict[str, Any] | None, key: str) -> str:
+    if cell is None or cell["diff"] is None:
+        return "n/a"
+    scale, digits = (1, 2) if key == "errors_per_episode" else (100, 1)
+    ci = "" if cell["ci_low"] is None else f" [{scale * cell['ci_low']:+.{digits}f}, {scale * cell['ci_high']:+.{digits}f}]"
+    return f"{scale * cell['diff']:+.{digits}f}{ci}{'*' if cell.get('significant') else ''}"
+
+
+#: The SmolLM2 KeyDoorRooms study's results file and the cells its table shows.
+SMOLLM2_ROOMS = DATA / "smollm2-rooms" / "study.json"
+SMOLLM2_ROOMS_CELLS = ((1, 4), (1, 5), (1, 6), (1, 8), (4, 4), (4, 8))
+
+
 #: Every generator by the name its docs block carries.
 GENERATORS: dict[str, Generator] = {
     "learning-check": learning_check_table,
@@ -1237,6 +1332,8 @@ GENERATORS: dict[str, Generator] = {
     "served-throughput": served_throughput_table,
     "alfworld-fast-speed": alfworld_fast_speed_table,
     "smollm2-fixed-vs-mix": smollm2_fixed_vs_mix_table,
+    "smollm2-rooms": lambda: sweep_study_table(SMOLLM2_ROOMS, SMOLLM2_ROOMS_CELLS),
+    "smollm2-rooms-behaviour": lambda: sweep_behaviour_table(SMOLLM2_ROOMS),
 }
 
 
