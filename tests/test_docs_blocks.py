@@ -1,4 +1,4 @@
-"""Every code block of README.md and docs/*.md that a user would run is run here as written, in a fresh process.
+"""Every code block of README.md, docs/*.md and experiments/*/README.md that a user would run is run here as written, in a fresh process.
 
 The blocks are read from the markdown, so a changed doc changes what is tested.  A fenced block
 tagged ``python`` runs as a script, one tagged ``bash`` (``sh``, ``shell``, ``console``) under
@@ -42,7 +42,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "experiments").glob("*/README.md"))]
 RUNNABLE = {"python": "python", "bash": "bash", "sh": "bash", "shell": "bash", "console": "bash"}
 NOT_RUN = {"", "text"}
 KINDS = {"skip", "sub", "drop", "server", "background", "expect", "timeout", "slow"}

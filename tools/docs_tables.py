@@ -1,6 +1,7 @@
 """Docs tables made from committed results files: one command regenerates them, a test holds them to the files.
 
-A table in ``docs/*.md`` that reports measured figures sits between two markers::
+A table in ``docs/*.md`` or in a study's ``experiments/<study>/README.md`` that reports measured figures
+sits between two markers::
 
     <!-- generated: learning-check -->
     | seed | ... |
@@ -57,23 +58,29 @@ def fill(text: str, generators: dict[str, Generator]) -> str:
     return _BLOCK.sub(replace, text)
 
 
+def pages(docs: Path = DOCS) -> list[Path]:
+    """The pages that may hold generated tables: ``docs/*.md`` and the studies' ``experiments/*/README.md``."""
+    return [*sorted(docs.glob("*.md")), *sorted((docs.parent / "experiments").glob("*/README.md"))]
+
+
 def stale_tables(docs: Path = DOCS, generators: dict[str, Generator] | None = None) -> list[str]:
-    """``"FILE: NAME"`` for each generated table whose text is not what its files give now."""
+    """``"FILE: NAME"`` (the file relative to the repository) for each generated table whose text is not
+    what its files give now."""
     generators = GENERATORS if generators is None else generators
     stale = []
-    for path in sorted(docs.glob("*.md")):
+    for path in pages(docs):
         text = path.read_text(encoding="utf-8")
         for match in _BLOCK.finditer(text):
             name = match.group("name")
             if fill(match.group(0), generators) != match.group(0):
-                stale.append(f"{path.name}: {name}")
+                stale.append(f"{path.relative_to(docs.parent)}: {name}")
     return stale
 
 
 def regenerate(docs: Path = DOCS) -> list[Path]:
-    """Rewrite every generated table in ``docs``; the files that changed."""
+    """Rewrite every generated table in :func:`pages`; the files that changed."""
     changed = []
-    for path in sorted(docs.glob("*.md")):
+    for path in pages(docs):
         text = path.read_text(encoding="utf-8")
         new = fill(text, GENERATORS)
         if new != text:
@@ -1014,7 +1021,7 @@ def llm_rollout_targets_table(path: Path | None = None) -> str:
     ratios = [ratio(run) for run in runs]
     steps = [run["by_batch"][batch]["step_ms"] for run in runs]
     shares = [outside(run) for run in runs]
-    rows = ["| | " + " | ".join(names) + " | issue 29 target |", "|---|" + "---|" * (len(runs) + 1),
+    rows = ["| | " + " | ".join(names) + " | target |", "|---|" + "---|" * (len(runs) + 1),
             "| batch 1, CPU-ms per turn | " + " | ".join(f"{v:.0f}" for v in batch1) + " | "
             + verdict(batch1, lambda v: v <= 60, "≤ 60") + " |",
             f"| {batch} in flight, CPU-ms per turn | " + " | ".join(f"{per_turn_ms(run, batch):.1f}" for run in runs) + " | |",
@@ -1344,10 +1351,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         stale = stale_tables()
         for entry in stale:
-            print(f"stale: docs/{entry} (run: python -m tools.docs_tables)")
+            print(f"stale: {entry} (run: python -m tools.docs_tables)")
         return 1 if stale else 0
     for path in regenerate():
-        print(f"rewrote docs/{path.name}")
+        print(f"rewrote {path.relative_to(REPO)}")
     return 0
 
 
