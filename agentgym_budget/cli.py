@@ -190,6 +190,8 @@ def _eval(args: argparse.Namespace) -> int:
     _print_frontier(console, result)
     if stopping is not None:
         console.print(stopping[1])
+    elif config.stopping_rules:
+        console.print("[yellow]note:[/yellow] stopping rules not scored: the result holds no attempt costs")
     # paths are the user's text: printed as they are ("[/]" is no markup), control characters dropped
     console.print(printable_line("wrote " + ", ".join(str(p) for p in written)), markup=False)
     console.print(printable_line(f"see every episode: agentgym-budget report {out}  (writes {out / 'report.html'})"),
