@@ -168,6 +168,9 @@ def _eval(args: argparse.Namespace) -> int:
             from agentgym_budget.eval.plots import save_plots
 
             written += save_plots(result, out)
+        stopping = _save_stopping(config, result, out) if config.stopping_rules else None
+        if stopping is not None:
+            written.append(stopping[0])
     console.print(result.table())
     console.print(result.metrics_table())
     _warn_repeated_games(console, result)
@@ -185,11 +188,29 @@ def _eval(args: argparse.Namespace) -> int:
                                                                                       "completion_tokens")}
         console.print(f"tokens: {counts['prompt_tokens']} prompt, {counts['completion_tokens']} completion")
     _print_frontier(console, result)
+    if stopping is not None:
+        console.print(stopping[1])
+    elif config.stopping_rules:
+        console.print("[yellow]note:[/yellow] stopping rules not scored: the result holds no attempt costs")
     # paths are the user's text: printed as they are ("[/]" is no markup), control characters dropped
     console.print(printable_line("wrote " + ", ".join(str(p) for p in written)), markup=False)
     console.print(printable_line(f"see every episode: agentgym-budget report {out}  (writes {out / 'report.html'})"),
                   highlight=False, markup=False)
     return 0
+
+
+def _save_stopping(config: Any, result: Any, out: Path) -> tuple[Path, Any] | None:
+    """Score ``--stopping-rules`` on the run's episodes (as ``report --stopping-rules`` does): write
+    ``stopping.csv`` into ``out`` and return it with the table to print (``None``: no attempt costs)."""
+    from agentgym_budget.eval.episode_log import read_episodes
+    from agentgym_budget.eval.stopping import STOPPING_FILE, parse_rules, rule_points, save_stopping_csv, stopping_table
+
+    frontier = result.frontier()
+    if frontier is None:
+        return None
+    points = rule_points(read_episodes(out), parse_rules(config.stopping_rules), result.ks, result.ts,
+                         bootstrap=config.bootstrap, ci_level=config.ci_level)
+    return save_stopping_csv(points, frontier, out / STOPPING_FILE), stopping_table(points, frontier)
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -323,7 +344,12 @@ def _compare(args: argparse.Namespace) -> int:
         out = out.with_suffix(".png")  # what matplotlib would write; say so, not the name given
     if not out.parent.is_dir():
         raise ValueError(f"--out {settings.out}: the folder {out.parent} does not exist")
-    comparison = compare_results(a, b, resamples=settings.bootstrap, seed=settings.seed, labels=labels)
+    from agentgym_budget.eval.stopping import parse_rules
+
+    rules = parse_rules(settings.stopping_rules) if settings.stopping_rules else []
+    records = (_records_beside(settings.a), _records_beside(settings.b)) if rules else None
+    comparison = compare_results(a, b, resamples=settings.bootstrap, seed=settings.seed, labels=labels, rules=rules,
+                                 records=records)
     console = Console()
     for table in comparison.tables():
         console.print(table)
@@ -333,6 +359,17 @@ def _compare(args: argparse.Namespace) -> int:
     json_path = comparison.save_json(out.with_suffix(".json"))
     console.print(f"wrote {path}, {json_path}")
     return 0
+
+
+def _records_beside(path: str) -> Any:
+    """The episode records in the folder of ``path`` (a passkt.json or its folder), for ``--stopping-rules``."""
+    from agentgym_budget.eval.episode_log import EPISODES_FILE, read_episodes
+
+    folder = Path(path) if Path(path).is_dir() else Path(path).parent
+    if not (folder / EPISODES_FILE).is_file():
+        raise ValueError(f"--stopping-rules scores the episode records, and {folder / EPISODES_FILE} is missing "
+                         f"(agentgym-budget eval --out {folder} writes it beside passkt.json)")
+    return read_episodes(folder)
 
 
 def _print_frontier(console: Any, result: Any) -> None:

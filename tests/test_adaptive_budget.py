@@ -214,3 +214,45 @@ def test_trainer_feeds_outcomes_logs_choices_and_resumes_the_table(warm_model_pa
     rows = [json.loads(line) for line in (tmp_path / "b" / "metrics.jsonl").read_text().splitlines()]
     assert [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in rows] == \
         [{k: v for k, v in r.items() if not k.endswith("_seconds")} for r in history]
+
+
+# -- the trainer's rollouts on Ray: the table still fed by every episode, the actors draw from it ------
+@pytest.fixture
+def ray_instance(monkeypatch):
+    """A throwaway local Ray instance of one logical CPU (one rollout actor), its workers on this checkout."""
+    ray = pytest.importorskip("ray")
+    from pathlib import Path
+
+    tests_dir = Path(__file__).resolve().parent
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    # actors are separate processes: they import this checkout's package (the instance inherits the environment)
+    monkeypatch.setenv("PYTHONPATH", f"{tests_dir.parent}:{tests_dir}")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20)
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.slow  # two tiny-model trainers (3 updates each) and torch in one actor: ~1-2 min on 2 busy cores
+def test_trainer_with_ray_rollouts_feeds_every_episode_and_draws_from_the_table(warm_model_path, tmp_path,
+                                                                                 ray_instance):
+    from agentgym_budget.distributed import RayRolloutPool
+    from agentgym_budget.train import Trainer
+
+    # pool=no: each episode is counted once, at its own budget, so the table's total is the episode count
+    spec = "adaptive:2..4:explore=0.5,by=all,pool=no,memory=1000,hopeless=0.6"
+    runs = {}
+    for backend in ("local", "ray"):
+        config = _config(tmp_path / backend, warm_model_path, budget=spec, save_every=0, rollout_shards=2,
+                         rollout_backend=backend, rollout_actors=1)
+        trainer = Trainer(config, RayRolloutPool.for_config if backend == "ray" else None)
+        history = [{k: v for k, v in row.items() if not k.endswith("_seconds")} for row in trainer.train()]
+        runs[backend] = trainer, history
+    (local, local_history), (remote, remote_history) = runs["local"], runs["ray"]
+    table = remote.budget_outcomes
+    assert sum(map(sum, table["*"].values())) == remote.episodes_done == 12  # 3 updates x 2 tasks x 2
+    assert table == local.budget_outcomes
+    # the budgets drawn on the actor each update (budget_share_T*) are the ones drawn locally from the same table
+    assert remote_history == local_history
+    # ... and the actor did draw from the table: with no outcomes a draw is 2 (the tightest) or 4 (explore), never 3;
+    # 3 comes only once the fed table has written 2 off (hopeless=0.6: a few losses at 2 suffice)
+    assert remote_history[0]["budget_share_T3"] == 0 < max(row["budget_share_T3"] for row in remote_history[1:])

@@ -9,7 +9,7 @@ Example:
     >>> from agentgym_budget.flags import add_arguments, from_arguments
     >>> parser = add_arguments(argparse.ArgumentParser(), CompareSettings, show_default=False)
     >>> from_arguments(CompareSettings, parser.parse_args(["a/", "b/", "--bootstrap", "200"]))
-    CompareSettings(a='a/', b='b/', out='passkt_diff.png', labels=None, bootstrap=200, seed=0)
+    CompareSettings(a='a/', b='b/', out='passkt_diff.png', labels=None, bootstrap=200, seed=0, stopping_rules=None)
 """
 
 from __future__ import annotations
@@ -55,6 +55,9 @@ class CompareSettings:
     """paired bootstrap resamples (default 1000)"""
     seed: int = field(default=0, metadata=flag(type=parse_int(0, 2**63 - 1)))
     """seed of the bootstrap (default 0)"""
+    stopping_rules: str | None = field(default=None, metadata=flag(type=str))
+    """stopping rules to compare, comma-separated (e.g. never,no-effect:2): each rule's b - a, from the episodes.jsonl
+    beside each passkt.json"""
 
 
 @dataclass(frozen=True)

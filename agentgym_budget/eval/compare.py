@@ -8,7 +8,11 @@
   when both results ran the same probe set.  The two runs' frontiers
   (:mod:`~agentgym_budget.eval.frontier`) are compared at matched cost: at each cost level where
   either frontier has a cell, each run's best cell costing at most that many expected turns per
-  task, and the paired difference of their successes (:class:`FrontierDifference`).
+  task, and the paired difference of their successes (:class:`FrontierDifference`).  Given
+  stopping rules and both runs' episode records, each rule at each point of the stopping table
+  (:func:`~agentgym_budget.eval.stopping.rule_settings`), ``B - A`` of its success and of its
+  expected turns, paired over tasks (:class:`RuleDifference`): does B still win more, or spend
+  fewer turns, when both abandon hopeless attempts the same way.
 * :func:`aggregate_results` — several runs of one recipe (e.g. training seeds, each
   evaluated): per cell and metric the mean over runs, the standard deviation between runs,
   min / max and a Student-t CI of the mean.
@@ -37,9 +41,11 @@ from agentgym_budget.eval.cost import STRATEGIES
 from agentgym_budget.eval.frontier import FrontierCell
 from agentgym_budget.eval.results import PassKTResult, grid_table, number_text
 from agentgym_budget.eval.stats import PairedDifference, paired_bootstrap, ratio, t_interval
+from agentgym_budget.eval.stopping import StoppingRule, rule_settings, task_values
+from agentgym_budget.episodes.records import EpisodeRecord
 
-__all__ = ["Aggregate", "Comparison", "FrontierDifference", "IncomparableResults", "aggregate_results",
-           "check_comparable", "compare_frontiers", "compare_results", "scalar_metrics"]
+__all__ = ["Aggregate", "Comparison", "FrontierDifference", "IncomparableResults", "RuleDifference", "aggregate_results",
+           "check_comparable", "compare_frontiers", "compare_results", "compare_rules", "scalar_metrics"]
 
 
 class IncomparableResults(ValueError):
@@ -115,6 +121,44 @@ def compare_frontiers(a: PassKTResult, b: PassKTResult, ks: Sequence[int], optio
     return out
 
 
+@dataclass(frozen=True)
+class RuleDifference:
+    """One stopping rule at one point (attempts of at most ``t`` turns, ``budget`` turns in all, ``attempts``
+    recorded attempts each): ``b - a`` of its success and of its expected turns per task, paired over tasks."""
+
+    rule: str
+    t: int
+    budget: float
+    attempts: int
+    success: PairedDifference
+    turns: PairedDifference
+
+    def to_dict(self) -> dict[str, Any]:
+        def row(d: PairedDifference) -> dict[str, Any]:
+            return {"a": d.a, "b": d.b, "diff": d.diff, "ci_low": d.ci_low, "ci_high": d.ci_high,
+                    "significant": d.significant}
+
+        return {"rule": self.rule, "t": self.t, "total_budget": self.budget, "attempts": self.attempts,
+                "success": row(self.success), "turns": row(self.turns)}
+
+
+def compare_rules(records_a: Sequence[EpisodeRecord], records_b: Sequence[EpisodeRecord], rules: Sequence[StoppingRule],
+                  ks: Sequence[int], ts: Sequence[int], options: dict[str, Any]) -> list[RuleDifference]:
+    """Each rule at each point of ``a``'s stopping table, scored exactly on both runs' records (the
+    per-task values of :func:`~agentgym_budget.eval.stopping.task_values`), ``b - a`` paired over tasks."""
+    out = []
+    for rule, n, t, budget in rule_settings(records_a, rules, ks, ts):
+        values_a, values_b = (task_values(records, rule, n, t, budget) for records in (records_a, records_b))
+        if len(values_a) != len(values_b):
+            raise IncomparableResults(f"stopping rules: the episode records hold {len(values_a)} vs {len(values_b)} "
+                                      "tasks; compare the episodes.jsonl of the two passkt.json files")
+        ones = np.ones(len(values_a))
+        out.append(RuleDifference(rule.name, t, budget, n,
+                                  *(paired_bootstrap(values_a[:, i], ones, values_b[:, i], ones, **options)
+                                    for i in (0, 1))))
+    return out
+
+
 @dataclass
 class Comparison:
     """``B - A``: Pass@(K,T) cells by ``(k, t)``, behaviour metrics and probe metrics by name."""
@@ -128,6 +172,7 @@ class Comparison:
     notes: list[str] = field(default_factory=list)
     n_tasks: int = 0  # the paired tasks
     frontier: list[FrontierDifference] = field(default_factory=list)
+    rules: list[RuleDifference] = field(default_factory=list)
 
     def diff_grid(self) -> tuple[np.ndarray, np.ndarray]:
         """``(diff, significant)`` arrays of shape ``(len(ks), len(ts))``."""
@@ -146,6 +191,7 @@ class Comparison:
             "metrics": {name: row(d) for name, d in self.metrics.items()},
             "probes": {name: row(d) for name, d in self.probes.items()},
             "frontier": [row.to_dict() for row in self.frontier],
+            "stopping_rules": [row.to_dict() for row in self.rules],
             "notes": self.notes,
         }
 
@@ -170,7 +216,8 @@ class Comparison:
             metrics.add_column(column, justify="left" if column == "metric" else "right", no_wrap=True)
         for name, d in {**self.metrics, **self.probes}.items():
             metrics.add_row(name, number_text(d.a), number_text(d.b), _diff_text(d))
-        return (grid, metrics, self.frontier_table()) if self.frontier else (grid, metrics)
+        return (grid, metrics, *([self.frontier_table()] if self.frontier else []),
+                *([self.rules_table()] if self.rules else []))
 
     def frontier_table(self) -> Any:
         """The frontiers at matched cost: per strategy and level, each run's best cell K×T and ``b - a``."""
@@ -185,6 +232,26 @@ class Comparison:
         for row in self.frontier:
             table.add_row(row.strategy, f"{row.level:.1f}", f"{row.a.label} {row.a.success:.3f}",
                           f"{row.b.label} {row.b.success:.3f}", _diff_text(row.difference))
+        return table
+
+
+    def rules_table(self) -> Any:
+        """The stopping rules: per rule and point, each run's success @expected turns and ``b - a`` of both."""
+        from rich import box
+        from rich.table import Table
+
+        a, b = self.labels
+        table = Table(title=f"Stopping rules, each run the same way on both: b = {b} minus a = {a}",
+                      caption="total: turns in all (T: at most per attempt), attempts cut by the rule and run one "
+                              "after another; a, b: success @expected turns per task, exact from episodes.jsonl; "
+                              "under each difference its paired bootstrap CI over tasks; * = CI excludes 0",
+                      box=box.SIMPLE_HEAD)
+        for column in ("rule", "total (T)", "a", "b", "success b-a", "turns b-a"):
+            table.add_column(column, justify="left" if column == "rule" else "right", no_wrap=True)
+        for row in self.rules:
+            s, t = row.success, row.turns
+            table.add_row(row.rule, f"{row.budget:g} ({row.t})", f"{s.a:.3f}\n[dim]@{t.a:.1f}[/dim]",
+                          f"{s.b:.3f}\n[dim]@{t.b:.1f}[/dim]", _cell_text(s), _cell_text(t))
         return table
 
 
@@ -209,9 +276,13 @@ def _cell_text(d: PairedDifference) -> str:
 
 
 def compare_results(a: PassKTResult, b: PassKTResult, *, resamples: int = 1000, level: float = 0.95, seed: int = 0,
-                    labels: tuple[str, str] | None = None) -> Comparison:
-    """Paired differences ``b - a`` with bootstrap CIs over tasks (see the module docstring)."""
+                    labels: tuple[str, str] | None = None, rules: Sequence[StoppingRule] = (),
+                    records: tuple[Sequence[EpisodeRecord], Sequence[EpisodeRecord]] | None = None) -> Comparison:
+    """Paired differences ``b - a`` with bootstrap CIs over tasks (see the module docstring); ``rules``
+    (stopping rules) are compared on ``records``, the two runs' episode records."""
     check_comparable(a, b)
+    if rules and records is None:
+        raise ValueError("comparing stopping rules needs both runs' episode records (records=(a's, b's))")
     ks = tuple(k for k in a.ks if k in b.ks)
     if not ks:
         raise IncomparableResults(f"the results share no K: {list(a.ks)} vs {list(b.ks)}")
@@ -236,7 +307,8 @@ def compare_results(a: PassKTResult, b: PassKTResult, *, resamples: int = 1000, 
     if a.costs is None or b.costs is None:
         notes.append("frontiers not compared: a result file predates attempt costs (attempt_costs); re-run eval")
     return Comparison(labels or (a.policy, b.policy), ks, a.ts, passkt, metrics, _compare_probes(a, b, options, notes),
-                      notes, a.n_tasks, compare_frontiers(a, b, ks, options))
+                      notes, a.n_tasks, compare_frontiers(a, b, ks, options),
+                      compare_rules(*records, rules, ks, a.ts, options) if rules and records else [])
 
 
 def _compare_probes(a: PassKTResult, b: PassKTResult, options: dict[str, Any], notes: list[str]

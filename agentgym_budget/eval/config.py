@@ -122,6 +122,9 @@ class EvalConfig:
     """also measure single-step quality on N fixed probe states (see 'probe'); default 0: none"""
     probe_horizon: int = field(default=50, metadata=flag(type=int))
     """expert turns allowed after a probe action"""
+    stopping_rules: str | None = field(default=None, metadata=flag(type=str))
+    """after the run, score these stopping rules from its episodes, comma-separated (e.g. no-progress:3,no-effect:2):
+    a table against the fixed cells, and --out/stopping.csv"""
     ci_level: float = field(default=0.95, metadata=no_flag())
     """the confidence level of every CI"""
     early_turns: int = field(default=DEFAULT_EARLY_TURNS, metadata=no_flag())
@@ -197,6 +200,10 @@ class EvalConfig:
             raise ValueError("--resume and --overwrite exclude each other: keep the saved episodes or replace them")
         if self.resume and self.out is None:
             raise ValueError("resume=True needs out= (the folder holding episodes.jsonl)")
+        if self.stopping_rules is not None:
+            from agentgym_budget.eval.stopping import parse_rules  # numpy only; a bad spec fails before the run
+
+            parse_rules(self.stopping_rules)
 
     @classmethod
     def of(cls, config: EvalConfig | str | None = None, policy: str | Policy | None = None, **settings: Any
@@ -209,7 +216,7 @@ class EvalConfig:
             >>> EvalConfig.of(EvalConfig(), tsks=3)
             Traceback (most recent call last):
             ...
-            ValueError: unknown evaluation setting(s) ['tsks']; EvalConfig has: env_id, policy, policy_kwargs, env_kwargs, ks, ts, tasks, attempts, seed, workers, concurrency, backend, ray_address, resume, overwrite, env_errors, mode, out, bootstrap, plots, progress, transcripts, probes, probe_horizon, ci_level, early_turns, plan_edges
+            ValueError: unknown evaluation setting(s) ['tsks']; EvalConfig has: env_id, policy, policy_kwargs, env_kwargs, ks, ts, tasks, attempts, seed, workers, concurrency, backend, ray_address, resume, overwrite, env_errors, mode, out, bootstrap, plots, progress, transcripts, probes, probe_horizon, stopping_rules, ci_level, early_turns, plan_edges
         """
         names = [f.name for f in dataclasses.fields(cls)]
         unknown = sorted(set(settings) - set(names))

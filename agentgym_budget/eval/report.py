@@ -46,7 +46,7 @@ import numpy as np
 
 from agentgym_budget.eval.episode_log import EPISODES_FILE, read_episodes
 from agentgym_budget.eval.frontier import Frontier
-from agentgym_budget.eval.stopping import RulePoint, StoppingRule, best_fixed, rule_frontier, rule_points
+from agentgym_budget.eval.stopping import RulePoint, StoppingRule, rule_points, rule_rows
 from agentgym_budget.eval.metrics import ERROR_KINDS, error_kinds, error_turns, on_plan_turns, without_plans
 from agentgym_budget.eval.results import PassKTResult, difference
 from agentgym_budget.episodes.records import EpisodeRecord
@@ -267,8 +267,7 @@ def _svg_frontier(frontier: Frontier, strategy: str, element_id: str, rules: Seq
 def _rules_table(points: Sequence[RulePoint], frontier: Frontier, element_id: str) -> str:
     """Each rule's best points (its own frontier) beside the best fixed sequential cell costing no more."""
     rows = []
-    for p in rule_frontier(points):
-        cell = best_fixed(frontier, p.turns)
+    for p, cell in rule_rows(points, frontier):
         fixed = "<td>none</td><td></td><td></td>" if cell is None else (
             f"<td>{cell.label} @{cell.cost:.1f}</td><td>{cell.success:.3f}</td>"
             f"<td>{cell.ci_low:.3f}–{cell.ci_high:.3f}</td>")

@@ -47,7 +47,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -56,7 +56,7 @@ from agentgym_budget.eval.frontier import Frontier, FrontierCell
 
 __all__ = ["RULES", "STOPPING_FILE", "NeverStop", "NoEffect", "NoProgress", "RulePoint", "StoppingRule", "attempt_outcome",
            "best_fixed", "fixed_mix", "parse_rule", "parse_rules", "rule_frontier", "rule_point", "rule_points",
-           "save_stopping_csv", "task_value", "task_values"]
+           "rule_rows", "rule_settings", "save_stopping_csv", "stopping_table", "task_value", "task_values"]
 
 
 @runtime_checkable
@@ -284,13 +284,59 @@ def rule_point(records: Sequence[EpisodeRecord], rule: StoppingRule, k: int, t: 
                      float(values[:, 1].mean()), c_low, c_high, cut_rate)
 
 
+def rule_settings(records: Sequence[EpisodeRecord], rules: Sequence[StoppingRule], ks: Sequence[int],
+                  ts: Sequence[int]) -> list[tuple[StoppingRule, int, int, float]]:
+    """The ``(rule, attempts, t, total budget)`` of every point :func:`rule_points` places: each rule at
+    each (k, t) of the grid with the cell's own allotment ``k·t`` and all ``n`` recorded attempts.
+
+    Example:
+        >>> [(r.name, n, t, b) for r, n, t, b in rule_settings([_toy([0, 1], None)], [NeverStop()], (1, 2), (2,))]
+        [('never', 1, 2, 2.0)]
+    """
+    tasks = _by_task(records)
+    if not tasks:
+        raise ValueError("no episode records to score a stopping rule on")
+    n = min(len(attempts) for attempts in tasks)
+    return [(rule, n, t, float(k * t)) for rule in rules for k in ks for t in ts if k <= n]
+
+
 def rule_points(records: Sequence[EpisodeRecord], rules: Sequence[StoppingRule], ks: Sequence[int],
                 ts: Sequence[int], **kwargs: float | int) -> list[RulePoint]:
     """Each rule at each (k, t) with the cell's own allotment ``k·t`` as the total budget and every
-    recorded attempt available: the turns a cut saves go to further attempts."""
-    n = min(len(attempts) for attempts in _by_task(records))
-    return [rule_point(records, rule, n, t, float(k * t), **kwargs)  # type: ignore[arg-type]
-            for rule in rules for k in ks for t in ts if k <= n]
+    recorded attempt available: the turns a cut saves go to further attempts (:func:`rule_settings`)."""
+    return [rule_point(records, rule, n, t, budget, **kwargs)  # type: ignore[arg-type]
+            for rule, n, t, budget in rule_settings(records, rules, ks, ts)]
+
+
+def rule_rows(points: Sequence[RulePoint], frontier: Frontier) -> list[tuple[RulePoint, FrontierCell | None]]:
+    """Each rule's own frontier points beside the best fixed sequential cell costing no more: the rows of
+    the stopping table (the report's, and ``eval --stopping-rules``'s)."""
+    return [(p, best_fixed(frontier, p.turns)) for p in rule_frontier(points)]
+
+
+def stopping_table(points: Sequence[RulePoint], frontier: Frontier) -> Any:
+    """The :func:`rule_rows` as a ``rich`` table (what ``agentgym-budget eval --stopping-rules`` prints)."""
+    from rich import box
+    from rich.table import Table
+
+    table = Table(title="Stopping rules: attempts of at most T turns cut by the rule, one after another within the "
+                        "total turns, against the best fixed K×T at no more expected turns", box=box.SIMPLE_HEAD,
+                  caption="total: turns in all (T: at most per attempt); turns: expected turns per task; cut: share "
+                          "of attempts the rule abandons; fixed: the best fixed cell @its expected turns. Exact from "
+                          f"episodes.jsonl; under each rate its bootstrap CI over tasks; every point in {STOPPING_FILE}")
+    for column in ("rule", "total (T)", "turns", "success", "cut", "fixed K×T", "Pass"):
+        table.add_column(column, justify="left" if column == "rule" else "right", no_wrap=True)
+    for p, cell in rule_rows(points, frontier):
+        fixed = ("none", "") if cell is None else (f"{cell.label} @{cell.cost:.1f}",
+                                                   _with_ci(cell.success, cell.ci_low, cell.ci_high))
+        table.add_row(p.rule, f"{p.budget:g} ({p.t})", f"{p.turns:.1f}", _with_ci(p.success, p.ci_low, p.ci_high),
+                      f"{p.cut_rate:.0%}", *fixed)
+    return table
+
+
+def _with_ci(value: float, low: float, high: float) -> str:
+    """``0.417`` over a dim ``0.29–0.54``: a rate and its CI on two short lines (the table fits 80 columns)."""
+    return f"{value:.3f}\n[dim]{low:.2f}–{high:.2f}[/dim]"
 
 
 def _toy(no_effect: list[int], won_turn: int | None) -> EpisodeRecord:
