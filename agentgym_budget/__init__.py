@@ -12,7 +12,9 @@ layers below it (``tests/test_layering.py`` checks every import)::
     distributed                    Ray executors and rollout pools, handed to eval/train
     train, integrations            the trainer; SB3 / PettingZoo / vector-env adapters
     eval                           Pass@(K,T) evaluation, behaviour metrics, results, reports
-    policies, episodes             what acts: baselines, LLM policies; how an episode is played: the one
+    policies                       what acts: baselines, LLM policies; what is made by playing episodes:
+                                   demonstrations, few-shot examples, the tiny model's tokenizer
+    episodes                       how an episode is played: the policy protocol and registry, the one
                                    episode runner, the end-of-episode rule, records, process pool
     envs                           the text envs, their registry, the budgeted-env factory
     wrappers                       TurnBudget, budget schedules, ProcessReward

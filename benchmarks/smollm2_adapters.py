@@ -149,7 +149,7 @@ def _first_reply(completion: list[Any]) -> str:
 def run_evaluator(args: argparse.Namespace, base_url: str) -> dict[str, Any]:
     """The same episodes (env seeds, budget, prompt, sampling) played by the evaluator's ``LLMPolicy``."""
     from agentgym_budget.envs.registration import make_budget_env
-    from agentgym_budget.policies.llm import make_openai_policy
+    from agentgym_budget.policies.factories import make_openai_policy
 
     prompt, effects = PROMPTS[args.prompt], []
     sampling = prompt["sampling"]

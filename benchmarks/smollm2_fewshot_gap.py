@@ -59,10 +59,12 @@ def make_policy(history: str) -> Any:
     """The ``best`` prompt's ``LLMPolicy`` (its renderer only: the backend is never called).  The env shows
     the budget when made with ``show_budget=True``, as in the adapters' runs."""
     from agentgym_budget.policies.chat import Sampling
+    from agentgym_budget.policies.factories import with_few_shot
     from agentgym_budget.policies.llm import LLMPolicy
 
-    return LLMPolicy(types.SimpleNamespace(name="render-only"), Sampling(TEMPERATURE, 1.0, 16, ("\n", ",")),
-                     prompt="action", history=history, few_shot_env="KeyDoor-v0", few_shot_candidates=10)
+    policy = LLMPolicy(types.SimpleNamespace(name="render-only"), Sampling(TEMPERATURE, 1.0, 16, ("\n", ",")),
+                       prompt="action", history=history)
+    return with_few_shot(policy, "KeyDoor-v0", few_shot_candidates=10)
 
 
 class Scorer:

@@ -177,7 +177,7 @@ def test_eval_with_probes_and_compare_pairs_them(tmp_path, capsys) -> None:
 
 
 def test_eval_with_probes_builds_the_policy_once() -> None:
-    from agentgym_budget.policies.base import POLICIES, register_policy
+    from agentgym_budget.episodes.policy import POLICIES, register_policy
     from agentgym_budget.policies.baselines import ExpertPolicy
 
     built = []

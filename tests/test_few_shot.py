@@ -10,7 +10,8 @@ import pytest
 import agentgym_budget  # noqa: F401 - registers the envs
 from agentgym_budget.envs.toy.key_door import SPLITS
 from agentgym_budget.policies.few_shot import EXAMPLE_SPLIT, expert_example
-from agentgym_budget.policies.llm import LLMPolicy, make_openai_policy
+from agentgym_budget.policies.factories import make_openai_policy, with_few_shot
+from agentgym_budget.policies.llm import LLMPolicy
 from agentgym_budget.policies.prompting import (ACTION_PROMPT, SYSTEM_PROMPT, chat_messages, system_message,
                                                 task_line, turn_message)
 
@@ -24,7 +25,7 @@ def first_turn(split: str = "test", seed: int = 0) -> tuple[str, dict]:
 
 def test_the_few_shot_conversation_is_laid_out_as_documented():
     obs, info = first_turn()
-    policy = LLMPolicy(BACKEND, prompt="action", few_shot_env="KeyDoor-v0")
+    policy = with_few_shot(LLMPolicy(BACKEND, prompt="action"), "KeyDoor-v0")
     messages = policy.messages(policy.start(0), obs, info)
     example_task, example_turns = expert_example("KeyDoor-v0")
     assert messages[0] == system_message(info["task"], ACTION_PROMPT)
@@ -74,7 +75,7 @@ def test_stop_strings_and_temperature_reach_the_sampling():
 ])
 def test_bad_options_are_one_line_errors(kwargs, message):
     with pytest.raises(ValueError, match=message) as error:
-        LLMPolicy(BACKEND, **kwargs)
+        make_openai_policy("m", base_url="http://127.0.0.1:9/v1", api_key="x", **kwargs)
     assert "\n" not in str(error.value)
 
 
@@ -94,7 +95,7 @@ def test_an_append_only_few_shot_conversation_shows_the_task_line_once_and_only_
             return [Completion("Action: take key") for _ in conversations]
 
     backend = Recording()
-    policy = LLMPolicy(backend, history="append", few_shot_env="KeyDoor-v0")
+    policy = with_few_shot(LLMPolicy(backend, history="append"), "KeyDoor-v0")
     env = gym.make("KeyDoor-Budget-v0", split="test", budget=3, show_budget=True)
     obs, info = env.reset(seed=0)
     state = policy.start(0)

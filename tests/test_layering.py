@@ -2,10 +2,12 @@
 
 The layers, bottom to top (documented in ``agentgym_budget/__init__.py``)::
 
-    _optional, _once, text, flags, compiling, seeds, provenance  <  wrappers  <  envs  <  policies, episodes  <  eval  <  train, integrations  <  distributed  <  experiments  <  cli
+    _optional, _once, text, flags, compiling, seeds, provenance  <  wrappers  <  envs  <  episodes  <  policies  <  eval  <  train, integrations  <  distributed  <  experiments  <  cli
 
-A module may import its own layer and any layer below it.  Every import statement counts —
-at module level, inside functions, under ``TYPE_CHECKING`` — since each is a dependency.
+A module may import its own layer and any layer below it, and no modules import each other in a
+circle.  Every import statement counts — at module level, inside functions, under
+``TYPE_CHECKING`` — since each is a dependency.  (A built-in policy's entry point in the policy
+registry, ``"module:factory"``, is a name looked up when the policy is built, not an import.)
 """
 
 from __future__ import annotations
@@ -29,14 +31,14 @@ LAYERS: dict[str, int] = {
     "wrappers": 1,
     "envs": 2,
     "": 2,  # the package root: importing it registers the envs
-    "policies": 3,
-    "episodes": 3,  # one layer with the policies: a policy may play episodes (the tiny model's tokenizer text)
-    "eval": 4,
-    "train": 5,
-    "integrations": 5,
-    "distributed": 6,
-    "experiments": 7,  # the sweep runner: trains and evaluates through train/ and eval/
-    "cli": 8,
+    "episodes": 3,  # the policy protocol and the one episode runner: plays any policy
+    "policies": 4,  # the policies; demonstrations, few-shot examples, the tiny model's text: played episodes
+    "eval": 5,
+    "train": 6,
+    "integrations": 6,
+    "distributed": 7,
+    "experiments": 8,  # the sweep runner: trains and evaluates through train/ and eval/
+    "cli": 9,
 }
 
 
@@ -114,6 +116,69 @@ def test_imports_only_look_down_the_layers() -> None:
             if layer_of(target) > layer_of(importer):
                 upward.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {importer} imports {target}")
     assert not upward, "imports that look up a layer:\n" + "\n".join(upward)
+
+
+def arrows(imports: list[tuple[int, str, list[str]]], modules: set[str]) -> set[str]:
+    """The modules that ``imports`` (:func:`imports_in`'s) load: ``from package import module`` names the module."""
+    targets = set()
+    for _, target, names in imports:
+        submodules = {f"{target}.{name}" for name in names} & modules
+        targets |= submodules or {target}
+    return targets
+
+
+def module_graph() -> dict[str, set[str]]:
+    """Each module of the package and the modules it imports."""
+    modules = {module_name(path) for path in MODULES}
+    return {module_name(path): arrows(imports_of(path), modules) - {module_name(path)} for path in MODULES}
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of ``graph`` with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_circle_finder_has_teeth() -> None:
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert circles({"a": {"b"}, "b": set(), "c": {"a", "b"}}) == []
+    # the runner importing the demonstrations inside a function would close a circle through them
+    graph = module_graph()
+    source = "def f():\n    from agentgym_budget.policies import demonstrations\n"
+    graph["agentgym_budget.episodes.runner"] |= arrows(imports_in(source, "agentgym_budget.episodes"), set(graph))
+    assert ["agentgym_budget.episodes.runner", "agentgym_budget.policies.demonstrations"] in circles(graph)
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    # Within a layer too: a circle closed by an import inside a function or under TYPE_CHECKING is one.
+    found = circles(module_graph())
+    assert not found, "modules that import each other in a circle:\n" + "\n".join(" <-> ".join(c) for c in found)
 
 
 #: What the trainer, the adapters and the Ray layer may take from ``eval``: the evaluation itself

@@ -22,6 +22,7 @@ import agentgym_budget  # noqa: F401  (registers the envs)
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.integrations.session import BudgetSession, format_turn
 from agentgym_budget.policies.chat import Completion, Message, Sampling
+from agentgym_budget.policies.factories import with_few_shot
 from agentgym_budget.policies.llm import LLMPolicy
 from agentgym_budget.policies.prompting import SYSTEM_PROMPT, system_message, turn_message
 
@@ -185,7 +186,8 @@ FEW_SHOT = {"few_shot_env": "KeyDoor-v0", "few_shot_seed": 1, "few_shot_candidat
 @pytest.fixture(scope="module")
 def few_shot_reference() -> list[list[Message]]:
     """The evaluator's few-shot conversations (``eval --policy-arg few_shot_env=KeyDoor-v0 ...``)."""
-    return policy_conversations(LLMPolicy(RecordingBackend(()), show_budget=True, **FEW_SHOT), env_show_budget=False)
+    policy = with_few_shot(LLMPolicy(RecordingBackend(()), show_budget=True), *FEW_SHOT.values())
+    return policy_conversations(policy, env_show_budget=False)
 
 
 def test_the_few_shot_reference_shows_the_example_first(few_shot_reference, reference):

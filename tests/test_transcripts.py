@@ -17,7 +17,7 @@ from agentgym_budget.eval.episode_log import EPISODES_FILE, EvaluationInterrupte
 from agentgym_budget.episodes.records import EpisodeJob
 from agentgym_budget.episodes.runner import RolloutSpec, SerialExecutor
 from agentgym_budget.eval.transcripts import TRANSCRIPTS_FILE, read_transcripts
-from agentgym_budget.policies.base import make_policy
+from agentgym_budget.episodes.policy import make_policy
 from agentgym_budget.seeds import task_seed
 from interrupts import stop_after
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agentgym_budget.episodes.schema import NOT_IN_FILE, Bit, Index, Known, NonNegative, RecordError, Ternary, Turn, checked
-from agentgym_budget.policies.base import PolicyReply
+from agentgym_budget.episodes.policy import PolicyReply
 from agentgym_budget.text import UNKNOWN, admissibility  # UNKNOWN: re-exported, the records' marker
 
 __all__ = [

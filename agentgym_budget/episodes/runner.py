@@ -5,10 +5,10 @@ The loop itself is :func:`play_episodes`, which the trainer's
 per-turn facts).  Every executor hands its jobs to an :class:`EpisodeRunner`, which keeps up to
 ``spec.concurrency`` episodes in flight on as many env copies: each round it asks the policy
 for the actions of all running episodes in one
-:meth:`~agentgym_budget.policies.base.BatchPolicy.act_batch` call (one batched ``generate``
+:meth:`~agentgym_budget.episodes.policy.BatchPolicy.act_batch` call (one batched ``generate``
 for a local model, concurrent requests for a served one), steps their envs, and starts the
 next jobs in the places of those that ended.  A plain policy runs as a
-:class:`~agentgym_budget.policies.base.SequentialBatchPolicy`; since each episode's seeds are
+:class:`~agentgym_budget.episodes.policy.SequentialBatchPolicy`; since each episode's seeds are
 its own (:mod:`~agentgym_budget.seeds`), the records do not depend on the concurrency.
 
 The budget is forced per episode with ``reset(options={"budget": T})`` on the env's
@@ -48,6 +48,7 @@ import gymnasium as gym
 from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.episodes.outcome import episode_over
+from agentgym_budget.episodes.policy import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 from agentgym_budget.episodes.records import (
     TURN_FACTS,
     EpisodeJob,
@@ -57,7 +58,6 @@ from agentgym_budget.episodes.records import (
     transcript_turn,
     turn_facts,
 )
-from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 from agentgym_budget.seeds import attempt_seed, task_seed
 from agentgym_budget.text import printable_line
 from agentgym_budget.wrappers.budget import TurnBudget
@@ -108,7 +108,7 @@ class RolloutSpec:
         return make_budget_env(self.env_id, self.max_budget, **self.env_kwargs)
 
     def make_policy(self) -> BatchPolicy:
-        """The policy, as a :class:`~agentgym_budget.policies.base.BatchPolicy`."""
+        """The policy, as a :class:`~agentgym_budget.episodes.policy.BatchPolicy`."""
         if isinstance(self.policy, str):
             return as_batch_policy(make_policy(self.policy, **self.policy_kwargs))
         if self.policy_kwargs:
@@ -217,7 +217,7 @@ def play_episodes(policy: BatchPolicy, starts: Iterable[Callable[[], Episode]], 
     before every round; once it answers true the episodes still running are abandoned.
 
     Example:
-        >>> from agentgym_budget.policies.base import SequentialBatchPolicy
+        >>> from agentgym_budget.episodes.policy import SequentialBatchPolicy
         >>> class Look:  # a plain policy
         ...     name, reads_budget = "look", False
         ...     def reset(self, seed=None): pass

@@ -27,7 +27,7 @@ import numpy as np
 from agentgym_budget.episodes.runner import ENV_ERRORS
 from agentgym_budget.eval.metrics import DEFAULT_EARLY_TURNS, DEFAULT_PLAN_EDGES
 from agentgym_budget.flags import flag, int_list, key_value, no_flag, parse_int
-from agentgym_budget.policies.base import Policy
+from agentgym_budget.episodes.policy import Policy
 from agentgym_budget.wrappers.budget_spec import MAX_BUDGET
 
 __all__ = ["DEFAULT_ENV", "MAX_BOOTSTRAP", "MAX_BOOTSTRAP_VALUES", "MAX_CONCURRENCY", "MAX_EPISODES", "MAX_WORKERS",

@@ -57,7 +57,7 @@ from agentgym_budget.eval.results import PassKTResult
 from agentgym_budget.episodes.runner import Executor, RolloutSpec, SerialExecutor
 from agentgym_budget.episodes.signals import sigterm_as_interrupt
 from agentgym_budget.eval.transcripts import wants_transcripts
-from agentgym_budget.policies.base import POLICIES, Policy, make_policy
+from agentgym_budget.episodes.policy import POLICIES, Policy, make_policy, policy_factory
 from agentgym_budget.seeds import task_seed
 from agentgym_budget.text import redact_url
 
@@ -149,7 +149,8 @@ def policy_settings(policy: str | Policy, policy_kwargs: dict[str, Any], policy_
     if isinstance(policy, str):
         # The built policy's class, then the factory: a factory may be a thin (*args, **kwargs) wrapper.
         defaults: dict[str, Any] = {}
-        for source in (type(policy_obj) if policy_obj is not None else None, POLICIES.get(policy)):
+        factory = policy_factory(policy) if policy in POLICIES else None
+        for source in (type(policy_obj) if policy_obj is not None else None, factory):
             defaults.update(plain_defaults(source))  # plain values: LLMPolicy's Sampling() is the factory's to replace
         return {**defaults, **policy_kwargs}
     attributes = vars(policy_obj if policy_obj is not None else policy) if hasattr(policy, "__dict__") else {}

@@ -51,7 +51,7 @@ from agentgym_budget.episodes.runner import play_episodes
 from agentgym_budget.eval.results import number_text
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
-from agentgym_budget.policies.base import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
+from agentgym_budget.episodes.policy import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 from agentgym_budget.seeds import attempt_seed, task_seed
 
 __all__ = ["Probe", "ProbeReplayError", "build_probes", "probe_set_id", "probe_table", "run_probes", "write_probes"]

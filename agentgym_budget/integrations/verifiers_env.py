@@ -87,8 +87,8 @@ class BudgetMultiTurnEnv(vf.MultiTurnEnv):
         action_matching: ``"exact"`` (default) or ``"fuzzy"``, as
             :func:`~agentgym_budget.policies.prompting.parse_action`'s ``matching``.  Keep ``exact``
             to train on the rollouts: the loss must score the tokens that determined the action.
-        few_shot_env, few_shot_seed, few_shot_candidates: as ``LLMPolicy``'s (``eval --policy-arg
-            few_shot_env=...``): a worked expert episode of this env id's training split after the
+        few_shot_env, few_shot_seed, few_shot_candidates: as the ``hf``/``openai`` policies'
+            (``eval --policy-arg few_shot_env=...``): a worked expert episode of this env id's training split after the
             system message, the same example the evaluator shows
             (:func:`~agentgym_budget.policies.few_shot.few_shot_examples`); ``None``: zero-shot.
         vf_kwargs: passed to ``vf.MultiTurnEnv`` (``timeout_seconds``, ``max_seq_len``, ...; not

@@ -7,7 +7,8 @@
   of attempts, and its random moves are errors to recover from.
 
 None of them reads the budget (``reads_budget = False``), so the evaluator may answer every
-budget from one rollout at the largest one.
+budget from one rollout at the largest one.  They are registered by name in
+:data:`agentgym_budget.episodes.policy.POLICIES`.
 
 Example:
     >>> from agentgym_budget.policies import NoisyExpertPolicy
@@ -19,11 +20,10 @@ Example:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
-from agentgym_budget.policies.base import admissible_of, register_policy
 
 __all__ = ["ExpertPolicy", "NoisyExpertPolicy", "RandomPolicy"]
 
@@ -35,7 +35,6 @@ def _expert_action(info: dict[str, Any]) -> str:
     return action
 
 
-@register_policy("random")
 class RandomPolicy:
     """Uniform over the admissible commands (``"look"`` when there are none)."""
 
@@ -55,7 +54,6 @@ class RandomPolicy:
         return commands[int(self._rng.integers(len(commands)))]
 
 
-@register_policy("expert")
 class ExpertPolicy:
     """Plays ``info["expert_action"]``."""
 
@@ -69,7 +67,6 @@ class ExpertPolicy:
         return _expert_action(info)
 
 
-@register_policy("noisy-expert")
 class NoisyExpertPolicy:
     """The expert action with probability ``p``, else a uniformly random admissible command.
 
@@ -98,3 +95,11 @@ class NoisyExpertPolicy:
         if follow or not commands:
             return _expert_action(info)
         return commands[pick]
+
+
+def admissible_of(info: dict[str, Any]) -> Sequence[str]:
+    """``info["admissible_commands"]``, with a clear error when the env does not provide it."""
+    try:
+        return info["admissible_commands"]
+    except KeyError:
+        raise KeyError("this policy needs info['admissible_commands'], which the env did not provide") from None

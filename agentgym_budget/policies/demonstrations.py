@@ -44,7 +44,7 @@ import gymnasium as gym
 from agentgym_budget.envs.registration import family_of
 from agentgym_budget.episodes.outcome import episode_over
 from agentgym_budget.episodes.runner import play_episodes
-from agentgym_budget.policies.base import Policy, PolicyReply, make_policy
+from agentgym_budget.episodes.policy import Policy, PolicyReply, make_policy
 from agentgym_budget.policies.chat import Completion, Message, Sampling
 from agentgym_budget.policies.llm import LLMEpisode, LLMPolicy
 

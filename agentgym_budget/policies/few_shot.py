@@ -5,8 +5,9 @@
 :func:`~agentgym_budget.policies.demonstrations.play_demonstrations` (the expert demonstrations the
 SFT stage clones), so each turn is rendered by the one renderer
 (:func:`~agentgym_budget.policies.prompting.turn_message`); the replies are ``Action: <command>``.
-:class:`~agentgym_budget.policies.llm.LLMPolicy` (``few_shot_env=``) puts the result after
-the system message (:func:`~agentgym_budget.policies.prompting.chat_messages`).
+:class:`~agentgym_budget.policies.llm.LLMPolicy` (``examples=``; the ``hf`` and ``openai``
+policies' ``few_shot_env=``) puts the result after the system message
+(:func:`~agentgym_budget.policies.prompting.chat_messages`).
 
 Example:
     >>> task, turns = expert_example("KeyDoor-v0")
@@ -21,6 +22,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from agentgym_budget.envs.registration import make_budget_env
+from agentgym_budget.policies.demonstrations import play_demonstrations
 from agentgym_budget.policies.prompting import Example
 
 __all__ = ["EXAMPLE_SPLIT", "expert_example", "few_shot_examples"]
@@ -33,7 +35,7 @@ def few_shot_examples(few_shot_env: str | None, few_shot_seed: int = 0, few_shot
                       list_commands: bool = True) -> tuple[Example, ...]:
     """The worked examples of a ``few_shot_env`` setting: ``()`` for ``None`` (zero-shot), else its :func:`expert_example`.
 
-    What every path that takes the option reads (``LLMPolicy(few_shot_env=...)``, the verifiers and
+    What every path that takes the option reads (the ``hf`` and ``openai`` policies, the verifiers and
     SkyRL adapters), so the same setting shows the model the same example everywhere.
 
     Example:
@@ -66,9 +68,6 @@ def expert_example(env_id: str, seed: int = 0, *, list_commands: bool = True, ma
         env = make_budget_env(env_id, max_turns, split=EXAMPLE_SPLIT)  # the budget: max_turns
     except Exception as error:  # noqa: BLE001 - one line for any failure to make it
         raise ValueError(f"cannot make {env_id!r} with split={EXAMPLE_SPLIT!r}: {error}") from None
-    # imported here: the demonstrations render with LLMPolicy, which takes its examples from this module
-    from agentgym_budget.policies.demonstrations import play_demonstrations
-
     # the one implementation of "play a scripted source, render each turn as the policy would": the
     # example's user messages are exactly what LLMPolicy shows for those turns
     played = play_demonstrations(lambda: env, "expert", episodes=candidates, seed=seed,

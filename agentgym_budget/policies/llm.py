@@ -1,25 +1,29 @@
 """The one LLM policy: conversations per episode, a chat backend, replies parsed into commands.
 
-:class:`LLMPolicy` is a :class:`~agentgym_budget.policies.base.BatchPolicy` over any
+:class:`LLMPolicy` is a :class:`~agentgym_budget.episodes.policy.BatchPolicy` over any
 :class:`~agentgym_budget.policies.chat.ChatBackend` — a local model
 (:class:`~agentgym_budget.policies.hf.HFChatBackend`, registered as ``hf``) or a served one
-over the OpenAI protocol (``openai``).  The evaluator and the trainer both drive it: each turn
-it builds every pending episode's messages with the one renderer
+over the OpenAI protocol (``openai``); :mod:`agentgym_budget.policies.factories` builds both
+by name.  The evaluator and the trainer both drive it: each turn it builds every pending episode's messages with the one renderer
 (:func:`~agentgym_budget.policies.prompting.turn_message`,
 :func:`~agentgym_budget.policies.prompting.build_messages`), asks the backend for all replies
 at once, and parses each with :func:`~agentgym_budget.policies.prompting.parse_action`
 (exact matching unless ``action_matching="fuzzy"``; a reply's command that is played in another
-spelling is kept in :attr:`~agentgym_budget.policies.base.PolicyReply.written_action`).
+spelling is kept in :attr:`~agentgym_budget.episodes.policy.PolicyReply.written_action`).
 An episode's sampling seed at turn ``t`` derives from (episode seed, ``t``) alone, so an
 episode's actions do not depend on which other episodes share its batches.
 
-Example (the tiny offline model, untrained, so its commands are arbitrary):
-    >>> policy = make_hf_policy(model="tiny", tiny_env="KeyDoor-v0", max_new_tokens=8)
+Example (a backend that always answers the same):
+    >>> from types import SimpleNamespace
+    >>> from agentgym_budget.policies.chat import Completion
+    >>> backend = SimpleNamespace(name="same", complete=lambda conversations, seeds, sampling: [
+    ...     Completion("Thought: the key first.\\nAction: take key") for _ in conversations])
+    >>> policy = LLMPolicy(backend)
     >>> state = policy.start(seed=0)
     >>> info = {"task": "open the door", "admissible_commands": ["take key", "open door"]}
     >>> [reply] = policy.act_batch([state], ["You see a key."], [info])
-    >>> isinstance(reply.action, str), reply.completion_tokens <= 8, len(state.history)
-    (True, True, 1)
+    >>> reply.action, len(state.history)
+    ('take key', 1)
 """
 
 from __future__ import annotations
@@ -28,18 +32,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentgym_budget.policies.base import PolicyReply, register_policy
+from agentgym_budget.episodes.policy import PolicyReply
 from agentgym_budget.policies.chat import ChatBackend, Completion, Message, Sampling
-from agentgym_budget.policies.few_shot import few_shot_examples
 from agentgym_budget.policies.prompting import (PROMPTS, Example, build_messages, chat_messages, check_matching,
                                                 parse_action, split_budget, strip_imagined_observation,
                                                 turn_message, written_command)
 from agentgym_budget.seeds import turn_seed
 
-__all__ = ["HISTORIES", "LLMEpisode", "LLMPolicy", "make_hf_policy", "make_openai_policy"]
+__all__ = ["HISTORIES", "LLMEpisode", "LLMPolicy"]
 
 #: What earlier turns show of the model's answers (see :class:`LLMPolicy`).
 HISTORIES = ("replies", "actions", "append")
+#: ``LLMPolicy(examples=)``'s default: a list, not a tuple, because the evaluator records a policy's
+#: plain defaults (tuples included) as its settings, and the examples are content, recorded through
+#: the ``few_shot_env`` setting they were built from.
+NO_EXAMPLES: list[Example] = []
 
 
 @dataclass
@@ -92,16 +99,17 @@ class LLMPolicy:
             (:data:`~agentgym_budget.policies.prompting.PROMPTS`): ``"react"`` (the default,
             ``Thought:``/``Action:``) or ``"action"`` (one ``Action:`` line, a command copied from
             the list: for small models, with ``stop="\\n"``).
-        few_shot_env: show a worked example before the conversation: an episode of this env id
-            (without budget, e.g. ``KeyDoor-v0``) made with ``split="train"`` and played by its
-            expert (:func:`~agentgym_budget.policies.few_shot.expert_example`), rendered by the same
-            ``turn_message`` (``list_admissible`` applies); ``None``: zero-shot.
-        few_shot_seed, few_shot_candidates: the example is the shortest won expert episode of the
-            reset seeds ``few_shot_seed ..`` (``few_shot_candidates`` of them).
+        examples: worked examples shown before the conversation (``(task, [(user message, reply),
+            ...])`` each, :data:`~agentgym_budget.policies.prompting.Example`); none by default.
+            The ``hf`` and ``openai`` policies build them from their ``few_shot_env`` setting
+            (:func:`~agentgym_budget.policies.few_shot.few_shot_examples`: a train-split episode
+            played by the env's expert, rendered as this policy renders a turn).
 
     Example (a few-shot conversation: system, the worked example, then this episode):
         >>> from types import SimpleNamespace
-        >>> policy = LLMPolicy(SimpleNamespace(name="none"), prompt="action", few_shot_env="KeyDoor-v0")
+        >>> from agentgym_budget.policies.few_shot import few_shot_examples
+        >>> examples = few_shot_examples("KeyDoor-v0")
+        >>> policy = LLMPolicy(SimpleNamespace(name="none"), prompt="action", examples=examples)
         >>> info = {"task": "open the blue door", "admissible_commands": ["take key", "open blue door"]}
         >>> [m["role"] for m in policy.messages(policy.start(0), "A hall.", info)]
         ['system', 'user', 'assistant', 'user', 'assistant', 'user']
@@ -112,8 +120,7 @@ class LLMPolicy:
     def __init__(self, backend: ChatBackend, sampling: Sampling = Sampling(), *, show_budget: bool = False,
                  list_admissible: bool = True, max_turns_shown: int | None = 20,
                  system_prompt: str | None = None, history: str = "replies", action_matching: str = "exact",
-                 prompt: str = "react", few_shot_env: str | None = None, few_shot_seed: int = 0,
-                 few_shot_candidates: int = 1) -> None:
+                 prompt: str = "react", examples: Sequence[Example] = NO_EXAMPLES) -> None:
         if sampling.temperature < 0 or not 0 < sampling.top_p <= 1 or sampling.max_new_tokens < 1:
             raise ValueError(f"need temperature >= 0, 0 < top_p <= 1 and max_new_tokens >= 1, got {sampling}")
         if max_turns_shown is not None and max_turns_shown < 1:
@@ -130,9 +137,7 @@ class LLMPolicy:
         self.list_admissible = bool(list_admissible)
         self.max_turns_shown = max_turns_shown
         self.system_prompt = PROMPTS[prompt] if system_prompt is None else system_prompt
-        self.few_shot_env = few_shot_env
-        self.examples: tuple[Example, ...] = few_shot_examples(few_shot_env, few_shot_seed, few_shot_candidates,
-                                                               list_commands=self.list_admissible)
+        self.examples: tuple[Example, ...] = tuple(examples)
         self._episode = LLMEpisode(seed=0)
 
     @property
@@ -220,59 +225,3 @@ class LLMPolicy:
 
     def act(self, obs: str, info: dict[str, Any]) -> str:
         return self.act_batch([self._episode], [obs], [info])[0].action
-
-
-def _sampling(temperature: float, top_p: float, max_new_tokens: int, stop: Sequence[str] | str | None) -> Sampling:
-    stops = (stop,) if isinstance(stop, str) else tuple(stop or ())
-    return Sampling(temperature=float(temperature), top_p=float(top_p), max_new_tokens=int(max_new_tokens), stop=stops)
-
-
-@register_policy("hf")  # torch and transformers are imported when the policy is built
-def make_hf_policy(model: Any = "tiny", tokenizer: Any = None, *, temperature: float = 0.7, top_p: float = 1.0,
-                   max_new_tokens: int = 48, stop: Sequence[str] | str | None = None, max_prompt_tokens: int = 2048,
-                   device: str | None = None, tiny_env: str = "ALFWorld-v0", model_kwargs: dict[str, Any] | None = None,
-                   compile: bool = False, decode_attention: str = "auto", **options: Any) -> LLMPolicy:
-    """The ``hf`` policy: a local causal LM (``model``: a loaded model, a path/hub name, ``"tiny"`` or ``"smollm2"``).
-
-    ``"tiny"`` builds the offline tiny model with a tokenizer trained on ``tiny_env``'s text;
-    ``"smollm2"`` loads SmolLM2-135M-Instruct (extra ``smollm2``; :mod:`agentgym_budget.policies.smollm2`).
-    ``compile``: the decode step through ``torch.compile``; ``decode_attention``: ``"auto"``, ``"grouped"`` or
-    ``"transformers"`` (both: see :class:`~agentgym_budget.policies.hf.HFChatBackend`).
-    ``options`` go to :class:`LLMPolicy` (``show_budget``, ``list_admissible``, ...).
-    """
-    from agentgym_budget.policies.hf import HFChatBackend, load_model_and_tokenizer
-
-    if not isinstance(compile, bool):
-        raise ValueError(f"compile must be true or false, got {compile!r}")
-    label = model if isinstance(model, str) else type(model).__name__
-    if isinstance(model, str):
-        model, tokenizer = load_model_and_tokenizer(model, tokenizer, tiny_env=tiny_env, **(model_kwargs or {}))
-    elif tokenizer is None:
-        raise ValueError("the hf policy needs a tokenizer with a model object (or a model path to load both from)")
-    if device is not None:
-        model = model.to(device)
-    backend = HFChatBackend(model.eval(), tokenizer, max_prompt_tokens=max_prompt_tokens, name=f"hf({label})",
-                            compile=compile, decode_attention=decode_attention)
-    return LLMPolicy(backend, _sampling(temperature, top_p, max_new_tokens, stop), **options)
-
-
-@register_policy("openai")  # openai is imported when the policy is built
-def make_openai_policy(model: str, base_url: str | None = None, api_key: str | None = None, *,
-                       temperature: float = 0.0, top_p: float = 1.0, max_new_tokens: int = 48,
-                       stop: Sequence[str] | str | None = None, max_concurrency: int | None = None,
-                       timeout: float = 60.0, max_retries: int = 5, cache: str | None = None,
-                       cache_scope: str = "server", **options: Any) -> LLMPolicy:
-    """The ``openai`` policy: a served model over the OpenAI chat-completions protocol.
-
-    Any OpenAI-compatible server (vLLM, SGLang, llama.cpp, a hosted API) at ``base_url``;
-    ``api_key`` defaults to ``$OPENAI_API_KEY``; ``cache``: a file caching replies by request;
-    ``cache_scope``: ``"server"`` (replies reused from the same server only) or ``"model"`` (from
-    any server of that model name, e.g. to replay a run without its server).
-    ``max_concurrency``: requests in flight at most (default ``None``: every episode the
-    evaluator has in flight, i.e. ``--concurrency``).  ``options`` go to :class:`LLMPolicy`.
-    """
-    from agentgym_budget.policies.served import OpenAIChatBackend
-
-    backend = OpenAIChatBackend(model, base_url=base_url, api_key=api_key, max_concurrency=max_concurrency,
-                                timeout=timeout, max_retries=max_retries, cache=cache, cache_scope=cache_scope)
-    return LLMPolicy(backend, _sampling(temperature, top_p, max_new_tokens, stop), **options)

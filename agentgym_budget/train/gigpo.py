@@ -44,16 +44,31 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import torch
 
 from agentgym_budget.policies.prompting import split_budget
 
-if TYPE_CHECKING:
-    from agentgym_budget.train.rollout import Episode
-
 __all__ = ["discounted_returns", "state_key", "step_advantages", "step_group_sizes"]
+
+
+class _Turn(Protocol):
+    """What GiGPO reads of a turn (a :class:`~agentgym_budget.train.rollout.Turn`)."""
+
+    @property
+    def state_key(self) -> str: ...
+
+
+class Episode(Protocol):
+    """What GiGPO reads of an episode (a :class:`~agentgym_budget.train.rollout.Episode`, which records
+    each turn's :func:`state_key`, so the rollout imports this module and this module names none of it)."""
+
+    @property
+    def won(self) -> bool: ...
+
+    @property
+    def turns(self) -> Sequence[_Turn]: ...
 
 
 def state_key(observation: str, info: Mapping[str, Any]) -> str:

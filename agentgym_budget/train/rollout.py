@@ -54,7 +54,7 @@ from agentgym_budget.envs.base import close_quietly
 from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.episodes.outcome import episode_over
 from agentgym_budget.episodes.runner import play_episodes
-from agentgym_budget.policies.base import PolicyReply
+from agentgym_budget.episodes.policy import PolicyReply
 from agentgym_budget.policies.chat import Sampling
 from agentgym_budget.policies.hf import HFChatBackend
 from agentgym_budget.policies.llm import LLMPolicy

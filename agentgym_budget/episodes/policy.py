@@ -1,4 +1,4 @@
-"""The :class:`Policy` protocol and the registry of policies by name.
+"""What the episode runner needs of a policy: the :class:`Policy` protocol, its batched form, and policies by name.
 
 A policy maps a text observation (and the env's ``info`` dict) to a text action.  The
 evaluator calls :meth:`Policy.reset` with a seed at the start of every episode — the seed
@@ -6,21 +6,25 @@ depends only on (base seed, task, attempt), so a policy that draws all its rando
 it is reproducible whatever process or order the episode runs in.
 
 Example:
-    >>> from agentgym_budget.policies import make_policy
     >>> policy = make_policy("expert")
     >>> policy.reset(seed=0)
     >>> policy.act("You are in a room.", {"admissible_commands": ["look", "go north"], "expert_action": "go north"})
     'go north'
+
+The protocol lives here, below the policies themselves (:mod:`agentgym_budget.policies`), because
+the runner plays any policy and some policies are made by playing episodes (demonstrations, the
+few-shot examples, the tiny model's corpus).  The registry names each built-in policy by an entry
+point ``"module:factory"``, imported when the policy is first built (as the envs' registry does), so
+a process that only unpickled a :class:`~agentgym_budget.episodes.runner.RolloutSpec` builds any of them.
 """
 
 from __future__ import annotations
 
 import copy
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
-
-from agentgym_budget.policies.chat import Completion
 
 __all__ = [
     "POLICIES",
@@ -30,6 +34,7 @@ __all__ = [
     "SequentialBatchPolicy",
     "as_batch_policy",
     "make_policy",
+    "policy_factory",
     "policy_names",
     "register_policy",
 ]
@@ -62,7 +67,8 @@ class PolicyReply:
 
     ``text`` is the raw reply the action was parsed from (``None`` for non-LLM policies);
     token counts are ``None`` where the backend does not report them; ``completion`` is the
-    backend's whole answer (token ids and log-probs of a local model, for the trainer);
+    backend's whole answer (a :class:`~agentgym_budget.policies.chat.Completion`: token ids and
+    log-probs of a local model, for the trainer; the runner only carries it);
     ``written_action`` is the command as the reply wrote it when ``action`` (what is played)
     spells it otherwise (another case, an admissible command it misspells), else ``None``.
     """
@@ -71,7 +77,7 @@ class PolicyReply:
     text: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
-    completion: Completion | None = field(default=None, repr=False)
+    completion: Any = field(default=None, repr=False)
     written_action: str | None = None
 
 
@@ -147,8 +153,15 @@ def as_batch_policy(policy: Policy | BatchPolicy) -> BatchPolicy:
     return SequentialBatchPolicy(policy)
 
 
-#: Policy factories by name (``make_policy(name, **kwargs)`` calls them).
-POLICIES: dict[str, Callable[..., Policy]] = {}
+#: Policy factories by name (``make_policy(name, **kwargs)`` calls them): a factory, or the entry point
+#: ``"module:factory"`` of a built-in one, imported when it is first built.
+POLICIES: dict[str, Callable[..., Policy] | str] = {
+    "random": "agentgym_budget.policies.baselines:RandomPolicy",
+    "expert": "agentgym_budget.policies.baselines:ExpertPolicy",
+    "noisy-expert": "agentgym_budget.policies.baselines:NoisyExpertPolicy",
+    "hf": "agentgym_budget.policies.factories:make_hf_policy",  # torch and transformers: imported when built
+    "openai": "agentgym_budget.policies.factories:make_openai_policy",  # openai: imported when built
+}
 
 
 def register_policy(name: str) -> Callable[[Callable[..., Policy]], Callable[..., Policy]]:
@@ -168,18 +181,27 @@ def policy_names() -> list[str]:
     return sorted(POLICIES)
 
 
-def make_policy(name: str, **kwargs: Any) -> Policy:
-    """Build the policy registered as ``name`` with ``kwargs``."""
+def policy_factory(name: str) -> Callable[..., Policy]:
+    """The factory registered as ``name`` (a built-in's module is imported here, once).
+
+    Example:
+        >>> policy_factory("expert").__name__
+        'ExpertPolicy'
+        >>> policy_factory("nope")
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown policy 'nope'; registered policies: expert, hf, noisy-expert, openai, random
+    """
     try:
         factory = POLICIES[name]
     except KeyError:
         raise ValueError(f"unknown policy {name!r}; registered policies: {', '.join(policy_names())}") from None
-    return factory(**kwargs)
+    if isinstance(factory, str):
+        module, _, attribute = factory.partition(":")
+        factory = POLICIES[name] = getattr(importlib.import_module(module), attribute)
+    return factory
 
 
-def admissible_of(info: dict[str, Any]) -> Sequence[str]:
-    """``info["admissible_commands"]``, with a clear error when the env does not provide it."""
-    try:
-        return info["admissible_commands"]
-    except KeyError:
-        raise KeyError("this policy needs info['admissible_commands'], which the env did not provide") from None
+def make_policy(name: str, **kwargs: Any) -> Policy:
+    """Build the policy registered as ``name`` with ``kwargs``."""
+    return policy_factory(name)(**kwargs)
