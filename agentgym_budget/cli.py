@@ -254,6 +254,7 @@ def _check_env_builds(plan: Any) -> None:
     from agentgym_budget._optional import MissingBackendError
     from agentgym_budget.episodes.runner import RolloutSpec
     from agentgym_budget.seeds import task_seed
+    from agentgym_budget.text import error_line
 
     given = " ".join(f"--env-arg {k}={v!r}" for k, v in plan.env_kwargs.items())
     where = f"--env {plan.config.env_id}" + (f" with {given}" if given else "")
@@ -262,7 +263,7 @@ def _check_env_builds(plan: Any) -> None:
     except MissingBackendError:
         raise
     except (TypeError, ValueError, KeyError, AssertionError, gym.error.Error) as e:
-        raise ValueError(f"{where}: the env cannot be built: {_one_line(e)}") from None
+        raise ValueError(f"{where}: the env cannot be built: {error_line(e)}") from None
     try:
         if not isinstance(env.observation_space, gym.spaces.Text):
             raise ValueError(f"{where}: not a text env (observation space {env.observation_space}); the evaluator "
@@ -270,7 +271,7 @@ def _check_env_builds(plan: Any) -> None:
         try:
             env.reset(seed=task_seed(plan.config.seed, 0))
         except (TypeError, ValueError, KeyError, AssertionError, gym.error.Error) as e:
-            raise ValueError(f"{where}: the env cannot be reset: {_one_line(e)}") from None
+            raise ValueError(f"{where}: the env cannot be reset: {error_line(e)}") from None
     finally:
         env.close()
 
@@ -302,13 +303,6 @@ def _removed_if_failed(out: Path) -> Iterator[None]:
                 (out / LOCK_FILE).unlink(missing_ok=True)
                 out.rmdir()
         raise
-
-
-def _one_line(error: BaseException) -> str:
-    """The error as one printable line (a server's or a file's text may carry terminal escapes)."""
-    from agentgym_budget.text import printable_line
-
-    return printable_line(error) or type(error).__name__
 
 
 @contextlib.contextmanager
@@ -453,6 +447,8 @@ def _aggregate(args: argparse.Namespace) -> int:
 
 def _load_result(cls: Any, path: str) -> Any:
     """A ``passkt.json`` (or its folder), or a one-line ``ValueError`` saying why it is not one."""
+    from agentgym_budget.text import error_line
+
     file = Path(path) / "passkt.json" if Path(path).is_dir() else Path(path)
     if not file.is_file():
         raise ValueError(f"{path}: no such passkt.json (give a passkt.json written by 'agentgym-budget eval' or its "
@@ -460,7 +456,7 @@ def _load_result(cls: Any, path: str) -> Any:
     try:
         return cls.load(file)
     except (ValueError, KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as e:
-        what = f"missing key {e}" if isinstance(e, KeyError) else _one_line(e)
+        what = f"missing key {e}" if isinstance(e, KeyError) else error_line(e)
         raise ValueError(f"{path} is not a passkt.json written by 'agentgym-budget eval' ({what})") from None
 
 
@@ -534,16 +530,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     from agentgym_budget._optional import MissingBackendError
     from agentgym_budget.eval.episode_log import EvaluationInterrupted
     from agentgym_budget.policies.served import ServedModelError
+    from agentgym_budget.text import error_line
 
     command = {"eval": _eval, "report": _report, "compare": _compare, "probe": _probe, "aggregate": _aggregate,
                "list": _list, "train": _train, "sft": _sft, "sweep": _sweep}[args.command]
     try:
         return command(args)
     except (MissingBackendError, ValueError, OSError, GymError) as e:  # the user's mistake: one line, no traceback
-        print(f"agentgym-budget {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        print(f"agentgym-budget {args.command}: error: {error_line(e)}", file=sys.stderr)
         return 2
     except ServedModelError as e:  # server down, unknown model, timeouts: one line, no traceback
-        print(f"agentgym-budget {args.command}: error: {_one_line(e)}", file=sys.stderr)
+        print(f"agentgym-budget {args.command}: error: {error_line(e)}", file=sys.stderr)
         return 1
     except EvaluationInterrupted as e:
         print(f"agentgym-budget {args.command}: {e}", file=sys.stderr)

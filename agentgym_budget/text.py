@@ -10,6 +10,8 @@
   ``"ALFWorld"``), for ids of ours and of anyone else;
 * :func:`printable_line` — outside text (a server's error, a path) made safe for a terminal:
   escape sequences and control characters removed, one line;
+* :func:`error_line` — an exception as one such line, the one format of every error message
+  that quotes another (the CLI's, the served backend's, the adapters');
 * :func:`redact_url` — a URL with the credentials in it replaced by ``***``.
 
 Example:
@@ -24,6 +26,8 @@ Example:
     'bad gateway retry'
     >>> redact_url("http://user:sk-123@127.0.0.1:8000/v1")
     'http://***@127.0.0.1:8000/v1'
+    >>> error_line(ConnectionError("backend\\nlost")), error_line(ValueError("budget must be >= 1"))
+    ('ConnectionError: backend lost', 'budget must be >= 1')
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from urllib.parse import urlsplit, urlunsplit
 from gymnasium.envs.registration import parse_env_id
 
 __all__ = ["ACTION_EFFECTS", "BUDGET_ID_SUFFIX", "INVALID_ACTION_FEEDBACK", "NO_STATE_CHANGE", "UNKNOWN", "admissibility",
-           "family_name", "is_invalid", "printable_line", "redact_url"]
+           "error_line", "family_name", "is_invalid", "printable_line", "redact_url"]
 
 #: What the environments answer to an action they do not understand or cannot apply.
 INVALID_ACTION_FEEDBACK: str = "Nothing happens."
@@ -102,6 +106,25 @@ def printable_line(text: object, limit: int | None = None) -> str:
     terminal), whitespace runs collapsed into one line, cut to ``limit`` characters."""
     line = " ".join(_CONTROLS.sub("", _ESCAPES.sub("", str(text))).split())
     return line if limit is None or len(line) <= limit else line[: limit - 1] + "…"
+
+
+def error_line(error: BaseException, limit: int | None = None) -> str:
+    """``error`` as one :func:`printable_line` of at most ``limit`` characters: ``Type: message``.
+
+    The message alone where it was written for the reader: a ``ValueError`` (how the package
+    refuses bad input, in a sentence) or an error class of this package; ``Type`` alone when
+    the message is empty.
+
+    Example:
+        >>> error_line(KeyError("task")), error_line(RuntimeError()), error_line(OSError("x" * 50), limit=20)
+        ("KeyError: 'task'", 'RuntimeError', 'OSError: xxxxxxxxxx…')
+    """
+    message = printable_line(error)
+    if type(error) is ValueError or type(error).__module__.split(".")[0] == "agentgym_budget":
+        line = message or type(error).__name__
+    else:
+        line = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return printable_line(line, limit)
 
 
 def redact_url(url: str) -> str:

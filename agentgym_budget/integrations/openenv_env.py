@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentgym_budget._optional import require
 from agentgym_budget.integrations.session import ARGUMENT_ERRORS, BudgetSession, EpisodeOver, Wrapper, format_turn
-from agentgym_budget.text import printable_line
+from agentgym_budget.text import error_line
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ class BudgetEnvironment(Environment[TextAction, TextObservation, BudgetState]):
         try:
             self.session.reset(seed=seed, budget=budget, options=kwargs or None, progress=progress)
         except ARGUMENT_ERRORS as error:  # the env refuses an option (an unknown task, ...)
-            raise InvalidRequest(f"reset refused: {_one_line(error)}") from None
+            raise InvalidRequest(f"reset refused: {error_line(error, 300)}") from None
         self._episode_id = episode_id or uuid.uuid4().hex
         return self._checked_observation()
 
@@ -231,10 +231,6 @@ def _checked_progress(progress: Any) -> float | None:
     if isinstance(progress, bool) or not isinstance(progress, (int, float)) or not progress >= 0:
         raise InvalidRequest(f"progress must be a number >= 0, got {progress!r}")
     return float(progress)
-
-
-def _one_line(error: BaseException) -> str:
-    return printable_line(error, limit=300) or type(error).__name__
 
 
 class BudgetEnvClient(EnvClient[TextAction, TextObservation, BudgetState]):

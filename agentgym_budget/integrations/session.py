@@ -94,7 +94,7 @@ from agentgym_budget.envs.registration import make_budget_env
 from agentgym_budget.episodes.outcome import episode_over
 from agentgym_budget.policies.chat import Message
 from agentgym_budget.policies.prompting import SYSTEM_PROMPT, Example, chat_messages, turn_message
-from agentgym_budget.text import printable_line
+from agentgym_budget.text import error_line
 from agentgym_budget.wrappers.budget import find_turn_budget
 from agentgym_budget.wrappers.budget_spec import BudgetSpec
 
@@ -379,7 +379,7 @@ class BudgetSession:
             self._count_fault(again, f"{where} (replayed in a fresh env)")
             failure = again
         self._discard_env()
-        self.failed, self.error = True, f"{_one_line(failure)} (at {where})"
+        self.failed, self.error = True, f"{error_line(failure, 300)} (at {where})"
         return None
 
     def _replay(self) -> Any:
@@ -395,7 +395,7 @@ class BudgetSession:
 
     def _count_fault(self, error: Exception, where: str) -> None:
         self.env_failures += 1
-        warnings.warn(f"{self.env_id} (seed {self.seed}) raised at {where}: {_one_line(error)}",
+        warnings.warn(f"{self.env_id} (seed {self.seed}) raised at {where}: {error_line(error, 300)}",
                       RuntimeWarning, stacklevel=4)
 
     def _call(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
@@ -488,10 +488,6 @@ def call_with_deadline(call: Callable[[], Any], timeout_s: float, on_abandoned: 
     if "error" in outcome:
         raise outcome["error"]
     return outcome["result"]
-
-
-def _one_line(error: BaseException) -> str:
-    return f"{type(error).__name__}: {printable_line(error, limit=300)}"
 
 
 def format_turn(session: BudgetSession, list_commands: bool = True) -> str:

@@ -78,7 +78,7 @@ from urllib.parse import urlsplit
 from agentgym_budget._optional import require
 from agentgym_budget.policies.chat import Completion, Message, Sampling
 from agentgym_budget.policies.served_http import RedirectRefused, attempt, http_client, origin
-from agentgym_budget.text import printable_line, redact_url
+from agentgym_budget.text import error_line, printable_line, redact_url
 
 __all__ = ["CACHE_SCOPES", "InvalidReply", "OpenAIChatBackend", "ResponseCache", "ServedModelError", "ServedStats",
            "UnknownTokenCountWarning", "cache_key", "parse_chat_reply"]
@@ -109,8 +109,8 @@ class UnknownTokenCountWarning(UserWarning):
     """A server reported a token count that is no non-negative integer; it is recorded as unknown."""
 
 
-def _one_line(text: object, limit: int = 400) -> str:
-    return printable_line(text, limit)
+#: The most characters of a served-model error's message (it quotes the server's text).
+_MESSAGE_LIMIT = 400
 
 
 def _token_count(usage: dict[str, Any], name: str) -> int | None:
@@ -120,7 +120,7 @@ def _token_count(usage: dict[str, Any], name: str) -> int | None:
         return None
     if type(value) is int and 0 <= value <= _MAX_TOKENS:  # not bool, not 12.0, not NaN
         return value
-    warnings.warn(f"the server reported {name}={_one_line(repr(value), 60)}, no token count: recorded as unknown",
+    warnings.warn(f"the server reported {name}={printable_line(repr(value), 60)}, no token count: recorded as unknown",
                   UnknownTokenCountWarning, stacklevel=2)
     return None
 
@@ -132,7 +132,7 @@ def _content_text(content: Any) -> str:
     if isinstance(content, list) and all(
             isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str) for p in content):
         return "".join(p["text"] for p in content)
-    raise InvalidReply(f"message content is {_one_line(json.dumps(content), 80)}, not text")
+    raise InvalidReply(f"message content is {printable_line(json.dumps(content), 80)}, not text")
 
 
 def parse_chat_reply(body: bytes) -> Completion:
@@ -151,11 +151,11 @@ def parse_chat_reply(body: bytes) -> Completion:
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError):
-        raise InvalidReply(f"not JSON: {_one_line(body[:80].decode('utf-8', 'replace'), 80)}") from None
+        raise InvalidReply(f"not JSON: {printable_line(body[:80].decode('utf-8', 'replace'), 80)}") from None
     if not isinstance(payload, dict):
-        raise InvalidReply(f"not a JSON object: {_one_line(json.dumps(payload), 80)}")
+        raise InvalidReply(f"not a JSON object: {printable_line(json.dumps(payload), 80)}")
     if payload.get("error"):
-        raise InvalidReply(f"an error object: {_one_line(json.dumps(payload['error']), 200)}")
+        raise InvalidReply(f"an error object: {printable_line(json.dumps(payload['error']), 200)}")
     choices = payload.get("choices")
     choice = choices[0] if isinstance(choices, list) and choices else None
     message = choice.get("message") if isinstance(choice, dict) else None
@@ -277,8 +277,9 @@ class ResponseCache:
             try:
                 yield
             except sqlite3.DatabaseError as e:  # "file is not a database", "database disk image is malformed"
-                raise ServedModelError(_one_line(
-                    f"the reply cache {self.path} cannot be used ({e}): delete it or pass another cache=")) from None
+                raise ServedModelError(printable_line(
+                    f"the reply cache {self.path} cannot be used ({e}): delete it or pass another cache=",
+                    _MESSAGE_LIMIT)) from None
 
     def get(self, key: str) -> Completion | None:
         with self._sqlite():
@@ -363,9 +364,9 @@ class OpenAIChatBackend:
         key = api_key or os.environ.get("OPENAI_API_KEY")
         if not key:
             if not _is_local(self.base_url):
-                raise ServedModelError(_one_line(
+                raise ServedModelError(printable_line(
                     f"no API key for {self.shown_url}: pass api_key=... (--policy-arg api_key=...) "
-                    "or set OPENAI_API_KEY"))
+                    "or set OPENAI_API_KEY", _MESSAGE_LIMIT))
             key = LOCAL_API_KEY
         self.api_key = key
         self.max_concurrency = None if max_concurrency is None else int(max_concurrency)
@@ -462,19 +463,19 @@ class OpenAIChatBackend:
         where = f"the OpenAI-compatible server at {self.shown_url}"
         tries = f"{retries + 1} attempt{'s' if retries else ''}"
         if isinstance(err, InvalidReply):
-            return ServedModelError(_one_line(f"{where} sent an invalid reply ({tries}): {err}"))
+            return ServedModelError(printable_line(f"{where} sent an invalid reply ({tries}): {err}", _MESSAGE_LIMIT))
         refused = err if isinstance(err, RedirectRefused) else err.__cause__  # raw, or wrapped by openai 1.x
         if isinstance(refused, RedirectRefused):
-            return ServedModelError(_one_line(f"{where} {refused}"))
+            return ServedModelError(printable_line(f"{where} {refused}", _MESSAGE_LIMIT))
         if isinstance(err, openai.APITimeoutError):
-            return ServedModelError(_one_line(
+            return ServedModelError(printable_line(
                 f"{where} did not answer within timeout={self.timeout:g}s ({tries}): it may be overloaded; "
-                "raise the timeout or lower max_concurrency"))
+                "raise the timeout or lower max_concurrency", _MESSAGE_LIMIT))
         if isinstance(err, openai.APIConnectionError):
             cause = err.__cause__ or err
-            return ServedModelError(_one_line(
+            return ServedModelError(printable_line(
                 f"cannot reach {where} ({type(cause).__name__}: {cause}; {tries}); "
-                "check that the server is running and that base_url is right"))
+                "check that the server is running and that base_url is right", _MESSAGE_LIMIT))
         if isinstance(err, openai.APIStatusError):
             status = err.status_code
             if status == 404:
@@ -482,17 +483,20 @@ class OpenAIChatBackend:
                 if served is not None and self.model not in served:
                     return self._unknown_model(served)
             if status == 401:
-                return ServedModelError(_one_line(f"{where} rejected the API key (401): {err.message}"))
+                return ServedModelError(printable_line(f"{where} rejected the API key (401): {err.message}",
+                                                       _MESSAGE_LIMIT))
             if status == 429 or status >= 500:
-                return ServedModelError(_one_line(f"{where} still answered {status} after {tries}: {err.message}"))
-            return ServedModelError(_one_line(f"{where} rejected the request ({status}): {err.message}"))
-        return ServedModelError(_one_line(f"request to {where} failed: {type(err).__name__}: {err}"))
+                return ServedModelError(printable_line(f"{where} still answered {status} after {tries}: {err.message}",
+                                                       _MESSAGE_LIMIT))
+            return ServedModelError(printable_line(f"{where} rejected the request ({status}): {err.message}",
+                                                   _MESSAGE_LIMIT))
+        return ServedModelError(printable_line(f"request to {where} failed: {error_line(err)}", _MESSAGE_LIMIT))
 
     def _unknown_model(self, served: list[str]) -> ServedModelError:
         shown = ", ".join(repr(m) for m in served[:20])
         if len(served) > 20:
             shown += f" (and {len(served) - 20} more)"
-        return ServedModelError(_one_line(
+        return ServedModelError(printable_line(
             f"model {self.model!r} is not served at {self.shown_url}; it serves: {shown or 'no models'}", limit=2000))
 
     # -- one request, its attempts ---------------------------------------------------------------
@@ -562,9 +566,9 @@ class OpenAIChatBackend:
             models = json.loads(body)["data"]
             return [m["id"] for m in models if isinstance(m["id"], str)]
         except (ValueError, KeyError, TypeError, UnicodeDecodeError):
-            raise ServedModelError(_one_line(
+            raise ServedModelError(printable_line(
                 f"the OpenAI-compatible server at {self.shown_url} answered /models with no model list: "
-                f"{body[:80].decode('utf-8', 'replace')}")) from None
+                f"{body[:80].decode('utf-8', 'replace')}", _MESSAGE_LIMIT)) from None
 
     def check(self) -> None:
         """Raise :class:`ServedModelError` unless the server answers and serves ``model``."""
