@@ -91,19 +91,21 @@ def test_the_walk_sees_every_module_and_knows_every_layer() -> None:
 
 
 def test_the_walk_reads_relative_and_function_level_imports() -> None:
-    # The checker has teeth: imports inside functions, relative ones and plain ``import`` are all seen.
+    # The checker has teeth: imports inside functions, under TYPE_CHECKING, relative ones and plain ``import``.
     source = (
         "import os\n"
         "import agentgym_budget.cli\n"
         "def f():\n    from agentgym_budget.envs.base import TextEnv\n"
         "from ..eval import evaluate\n"
         "from . import _secret\n"
+        "if TYPE_CHECKING:\n    from agentgym_budget.train.rollout import Episode\n"
     )
     assert imports_in(source, "agentgym_budget.wrappers") == [
         (2, "agentgym_budget.cli", []),
         (5, "agentgym_budget.eval", ["evaluate"]),
         (6, "agentgym_budget.wrappers", ["_secret"]),
         (4, "agentgym_budget.envs.base", ["TextEnv"]),
+        (8, "agentgym_budget.train.rollout", ["Episode"]),
     ]
     assert layer_of("agentgym_budget.wrappers.budget") < layer_of("agentgym_budget.envs.base")
 
