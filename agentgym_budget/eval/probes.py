@@ -46,12 +46,13 @@ import gymnasium as gym
 import numpy as np
 
 from agentgym_budget.envs.registration import eval_kwargs_of, make_budget_env
+from agentgym_budget.episodes.outcome import episode_over
+from agentgym_budget.episodes.policy import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 from agentgym_budget.episodes.records import UNKNOWN, expert_match_of
 from agentgym_budget.episodes.runner import play_episodes
 from agentgym_budget.eval.results import number_text
 from agentgym_budget.eval.stats import ratio, ratio_bootstrap
 from agentgym_budget.policies.baselines import NoisyExpertPolicy
-from agentgym_budget.episodes.policy import BatchPolicy, Policy, PolicyReply, as_batch_policy, make_policy
 from agentgym_budget.seeds import attempt_seed, task_seed
 
 __all__ = ["Probe", "ProbeReplayError", "build_probes", "probe_set_id", "probe_table", "run_probes", "write_probes"]
@@ -118,7 +119,7 @@ class _Trajectory:
     def step(self, reply: PolicyReply) -> None:
         self.prefix.append(reply.action)
         self.obs, _, terminated, truncated, self.info = self.env.step(reply.action)
-        if terminated or truncated:
+        if episode_over(terminated, truncated):
             self.done = True
         else:
             self._note()
@@ -166,7 +167,7 @@ def _success_to_go(env: gym.Env, info: dict[str, Any], done: bool, horizon: int)
         if not isinstance(expert, str) or not expert:
             break
         _, _, terminated, truncated, info = env.step(expert)
-        done = terminated or truncated
+        done = episode_over(terminated, truncated)
     return int(bool(info.get("won")))
 
 
@@ -192,7 +193,7 @@ class _ProbeInFlight:
         self.agreement = None if match == UNKNOWN else match
         _, _, terminated, truncated, after = self.env.step(reply.action)
         self.effect = str(after.get("action_effect", ""))
-        self.success = _success_to_go(self.env, after, terminated or truncated, self.horizon)
+        self.success = _success_to_go(self.env, after, episode_over(terminated, truncated), self.horizon)
         self.done = True
 
 
