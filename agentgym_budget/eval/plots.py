@@ -4,6 +4,16 @@ success against cost with the frontier.
 matplotlib is imported inside the functions (``import agentgym_budget`` stays light) and
 used through its object API with the Agg canvas, so no display is needed.
 
+The HTML report (:mod:`agentgym_budget.eval.report`) draws the same figures again, as SVG of its
+own, on purpose: its page must open in any browser, offline, as one file, and its figures
+are part of the page (each heatmap cell an element with its CI and a hover title, ids the page's
+script and tests find), which matplotlib's SVG (every glyph a path, no per-cell elements: 37 kB for
+a 3 x 4 heatmap) does not give.  What a figure shows comes from one place for both:
+the grid and its CIs from :class:`~agentgym_budget.eval.results.PassKTResult`, the difference from
+:func:`~agentgym_budget.eval.results.difference`, success against cost from
+:meth:`PassKTResult.frontier <agentgym_budget.eval.results.PassKTResult.frontier>`; only the
+drawing is twice.
+
 Example:
     >>> from agentgym_budget.eval.plots import plot_heatmap  # doctest: +SKIP
     >>> plot_heatmap(result, "results/passkt_heatmap.png")  # doctest: +SKIP

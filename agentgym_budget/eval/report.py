@@ -20,6 +20,13 @@ Episodes are embedded as JSON; each transcript is its own ``<script type="applic
 parsed only when opened, and the list draws its first rows only, so a 400-episode page opens
 at once.
 
+The figures are drawn here as SVG, not taken from :mod:`agentgym_budget.eval.plots` (the PNG files
+``eval`` writes), on purpose: the page needs nothing but itself, and each figure is part of it (a
+heatmap cell is an element with its CI and a hover title; ids the page's script finds), which
+matplotlib's SVG does not give.  The values come from where the PNGs take theirs
+(``PassKTResult``'s grid and CIs, ``results.difference``, ``PassKTResult.frontier``), so the two
+drawings of a figure cannot disagree on a number.
+
 Example:
     >>> import tempfile
     >>> import agentgym_budget
