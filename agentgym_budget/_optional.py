@@ -11,6 +11,8 @@ __all__ = ["MissingBackendError", "is_installed", "require"]
 class MissingBackendError(ImportError):
     """An optional backend is not installed; the message names the ``pip install`` to run."""
 
+    reads_alone = True  # text.error_line quotes the message without the class name
+
 
 def is_installed(module: str) -> bool:
     """Whether ``module`` imports (without keeping a failed import around)."""

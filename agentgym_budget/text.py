@@ -112,15 +112,16 @@ def error_line(error: BaseException, limit: int | None = None) -> str:
     """``error`` as one :func:`printable_line` of at most ``limit`` characters: ``Type: message``.
 
     The message alone where it was written for the reader: a ``ValueError`` (how the package
-    refuses bad input, in a sentence) or an error class of this package; ``Type`` alone when
-    the message is empty.
+    refuses bad input, in a sentence) or an error whose class says ``reads_alone = True`` (a
+    served model that cannot answer, a backend not installed); ``Type`` alone when the message
+    is empty.
 
     Example:
         >>> error_line(KeyError("task")), error_line(RuntimeError()), error_line(OSError("x" * 50), limit=20)
         ("KeyError: 'task'", 'RuntimeError', 'OSError: xxxxxxxxxx…')
     """
     message = printable_line(error)
-    if type(error) is ValueError or type(error).__module__.split(".")[0] == "agentgym_budget":
+    if isinstance(error, ValueError) or getattr(error, "reads_alone", False):
         line = message or type(error).__name__
     else:
         line = f"{type(error).__name__}: {message}" if message else type(error).__name__

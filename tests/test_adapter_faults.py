@@ -85,7 +85,7 @@ def test_a_replay_that_does_not_reproduce_the_episode_fails_it(faults) -> None:
     with pytest.warns(RuntimeWarning, match="raised at step 1"):
         play(session)
     assert (session.failed, session.env_failures) == (True, 1)
-    assert session.error.startswith("a fresh env did not reproduce the episode (seed 9)")  # our own error: its message
+    assert session.error.startswith("ReplayDiverged: a fresh env did not reproduce the episode (seed 9)")
 
 
 def test_a_reset_the_env_refuses_is_the_callers_error_not_a_fault(faults) -> None:

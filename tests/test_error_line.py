@@ -27,10 +27,14 @@ def test_an_error_is_one_printable_line(error, line):
     assert error_line(error) == line
 
 
-def test_the_package_s_own_errors_are_their_message_and_a_limit_cuts_the_line():
+def test_errors_written_to_be_shown_are_their_message_and_a_limit_cuts_the_line():
     from agentgym_budget._optional import MissingBackendError
+    from agentgym_budget.integrations.session import EnvTimeout
+    from agentgym_budget.policies.served import ServedModelError
 
     assert error_line(MissingBackendError("install the extra")) == "install the extra"
+    assert error_line(ServedModelError("cannot reach the server")) == "cannot reach the server"
+    assert error_line(EnvTimeout("no answer in 2 s")) == "EnvTimeout: no answer in 2 s"  # a fault: its type said
     assert error_line(OSError("x" * 500), limit=40) == "OSError: " + "x" * 30 + "…"
 
 

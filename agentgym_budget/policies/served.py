@@ -98,7 +98,9 @@ _MAX_TOKENS = 10**12
 
 class ServedModelError(RuntimeError):
     """A served model could not answer: unreachable server, unknown model, timeout, rejected request,
-    invalid reply.  Its message is one printable line."""
+    invalid reply.  Its message is one printable line, written to be shown alone."""
+
+    reads_alone = True  # text.error_line quotes the message without the class name
 
 
 class InvalidReply(ValueError):
