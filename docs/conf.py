@@ -4,6 +4,7 @@ Gymnasium's site uses.  Build: ``python -m sphinx -W --keep-going -b html docs d
 
 from __future__ import annotations
 
+import shutil
 import sys
 from pathlib import Path
 
@@ -14,6 +15,9 @@ project = "agentgym-budget"
 author = "agentgym-budget developers"
 extensions = ["myst_parser", "sphinx.ext.autodoc", "sphinx.ext.napoleon", "sphinx.ext.viewcode",
               "sphinx.ext.autosummary"]
+# autosummary writes a page per module but never removes one: a module moved or deleted since the last build
+# would leave a page that fails to import, so each build starts from no generated pages.
+shutil.rmtree(Path(__file__).parent / "api" / "generated", ignore_errors=True)
 autosummary_generate = True  # one page per module, from the package itself: a new module needs no edit here. A package page shows
 # its docstring and its modules; each member is documented once, on its own module's page
 autosummary_imported_members = False
