@@ -536,12 +536,15 @@ class HFChatBackend:
         in_batch = _shared_lengths(prompts)
         out = list(reused)
         for row in sorted(range(len(prompts)), key=lambda i: in_batch[i]):
-            prompt, own = prompts[row], len(reused[row].ids) if reused[row] is not None else 0
+            prompt, mine = prompts[row], reused[row]
             kept, kept_length = self._longest_shared(prompt, len(prompt) - 1)
             length = max(in_batch[row], kept_length)
-            if length <= own or length < _MIN_SHARED_TOKENS:
+            if length <= (len(mine.ids) if mine is not None else 0) or length < _MIN_SHARED_TOKENS:
                 continue
-            out[row] = _cut(kept, length) if length == kept_length else self._shared_prefix(prompt[:length], device)
+            if kept is not None and length == kept_length:
+                out[row] = _cut(kept, length)
+            else:
+                out[row] = self._shared_prefix(prompt[:length], device)
         return out
 
     def _longest_shared(self, ids: list[int], most: int) -> tuple[_Prefix | None, int]:
