@@ -6,7 +6,10 @@ Where nothing is shared the arithmetic is the same and so is every number, bit f
 is shared it runs at batch size 1 (and its rows' remainders attend over it from the cache), so the
 matrix products and the attention round differently: on the tiny model the sampled tokens stay the
 same and the log-probs differ by at most ~5e-7 and the kept hidden states by ~4e-9 (asserted within
-1e-5, the trainer's fp32 tolerance); on SmolLM2 (slow test) the same tolerance holds.
+1e-5, the trainer's fp32 tolerance).  On SmolLM2 (slow test, a group of 8) the tokens stay the same,
+the log-probs differ by at most 1.2e-5 and the hidden states entering layer 26 by at most 1.5e-4
+(they reach 2.5e4, rms 134): as far as today's batched path is itself from each row's forward alone
+(6e-5 .. 1.5e-4); asserted within 5e-5 and 5e-4.
 """
 
 from __future__ import annotations
@@ -58,8 +61,9 @@ def _both(model, tokenizer, prompts_per_call, seeds_per_call, keep_hidden_at=Non
     return out[False], out[True]
 
 
-def _assert_same(alone, shared, exact: bool) -> float:
-    """Equal tokens; log-probs and hidden states bit for bit (``exact``) or within ATOL; the largest log-prob gap."""
+def _assert_same(alone, shared, exact: bool, atol: float = ATOL, hidden_atol: float = ATOL) -> float:
+    """Equal tokens; log-probs and hidden states bit for bit (``exact``) or within ``atol`` / ``hidden_atol``; the
+    largest log-prob gap."""
     gap = 0.0
     for a, b in zip(alone, shared):
         assert (a.prompt_ids, a.completion_ids) == (b.prompt_ids, b.completion_ids)
@@ -70,8 +74,8 @@ def _assert_same(alone, shared, exact: bool) -> float:
             assert a.hidden_states.shape == b.hidden_states.shape
             if exact:
                 assert torch.equal(a.hidden_states, b.hidden_states)
-            torch.testing.assert_close(b.hidden_states, a.hidden_states, atol=ATOL, rtol=1e-5)
-    assert gap <= ATOL
+            torch.testing.assert_close(b.hidden_states, a.hidden_states, atol=hidden_atol, rtol=1e-5)
+    assert gap <= atol
     return gap
 
 
@@ -172,5 +176,5 @@ def test_smollm2_group_of_eight_samples_the_same_with_its_prefix_shared() -> Non
     model, tokenizer = load_model_and_tokenizer("smollm2")
     prompts = _group_of_eight(tokenizer)
     (calls_off, off), (calls_on, on) = _both(model, tokenizer, [prompts], [list(range(8))], keep_hidden_at=26)
-    _assert_same(calls_off[0], calls_on[0], exact=False)
+    _assert_same(calls_off[0], calls_on[0], exact=False, atol=5e-5, hidden_atol=5e-4)
     assert off.prompt_tokens_run > 2 * on.prompt_tokens_run
