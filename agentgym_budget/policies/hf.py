@@ -99,6 +99,10 @@ TINY = "tiny"
 #: template's opening) saves less than the extra forward call costs.
 _MIN_SHARED_TOKENS = 16
 
+#: Shared prefixes kept between calls at most (least recently made dropped first): each holds every layer's keys
+#: and values of its tokens (SmolLM2, 1,000 tokens: 46 MB), and a batch's prompts share a few (one per task).
+_MAX_SHARED = 16
+
 #: Rows of a prefill run through the model together (rows ordered by new tokens): smaller groups run
 #: fewer pads but pay the model's per-call overhead more often.
 _PREFILL_ROWS = 4
@@ -585,7 +589,7 @@ class HFChatBackend:
         kv = [(keys[0], values[0]) for keys, values in (cache.filled(layer) for layer in range(len(cache.keys)))]
         prefix = _Prefix(list(ids), kv, capture.states(0) if capture is not None else None)
         self._shared[tuple(ids)] = prefix
-        while len(self._shared) > self.max_cached:
+        while len(self._shared) > _MAX_SHARED:
             self._shared.popitem(last=False)
         return prefix
 
