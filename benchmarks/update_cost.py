@@ -1,12 +1,15 @@
-"""The CPU cost of a SmolLM2 GRPO update, today's path beside trunk reuse, against the machine's limit (issue 47).
+"""The CPU cost of a SmolLM2 GRPO update, today's path beside trunk reuse and shared prefixes, against the limit.
 
-Two arms on the 50-update KeyDoor recipe's configuration (``docs/data/smollm2-rl/long/``: the SFT
+Three arms on the 50-update KeyDoor recipe's configuration (``docs/data/smollm2-rl/long/``: the SFT
 folder, GiGPO, mix:2,3,4, LoRA r = 8 on the top 4 layers, short prompt, 2 tasks x G = 8, one
-thread) and on KeyDoorRooms (budget mix:4,6,8): ``TrainConfig.trunk_reuse`` off (the loss runs all
-30 layers) and on (the top 4 on the rollout's hidden states).  The arms' updates are interleaved
-(update 0 of every arm, then update 1, ...), so a change of load hits them alike; both arms play
+thread) and on KeyDoorRooms (budget mix:4,6,8): ``today`` (``TrainConfig.trunk_reuse`` and
+``share_prefix`` off: the loss runs all 30 layers, every prompt prefills its own tokens),
+``trunk_reuse`` (the loss runs the top 4 on the rollout's hidden states) and ``shared_prefix``
+(trunk reuse, and a prefix several prompts share runs once).  The arms' updates are interleaved
+(update 0 of every arm, then update 1, ...), so a change of load hits them alike; every arm plays
 the same first update.  Per update: the trainer's ``cpu_*_seconds`` parts, and the rollout split
-into prefill (``HFChatBackend._prefill``) and decode steps (``_step``), timed in CPU seconds.
+into prefill (``HFChatBackend._prefill`` and ``_share_prefixes``, which runs the shared prefixes) and
+decode steps (``_step``), timed in CPU seconds.
 
 **The limit**: the FLOPs each update must compute at least once — every distinct prompt prefix
 token (a trie over the update's prompts: a group's shared task prompt and a conversation's earlier
@@ -37,6 +40,8 @@ from benchmarks.provenance import provenance, write_results  # noqa: E402
 from benchmarks.smollm2_rl import PARTS  # noqa: E402
 
 ENVS = {"KeyDoor-v0": "mix:2,3,4", "KeyDoorRooms-v0": "mix:4,6,8"}
+#: arm: (TrainConfig.trunk_reuse, TrainConfig.share_prefix)
+ARMS = {"today": (False, False), "trunk_reuse": (True, False), "shared_prefix": (True, True)}
 
 
 class RolloutClock:
@@ -49,7 +54,7 @@ class RolloutClock:
         self.prefill = self.decode = 0.0
         self.decode_tokens = self.prompt_tokens = self.prompt_tokens_run = self.unique_prompt_tokens = 0
         self.trie: dict = {}
-        prefill, step = HFChatBackend._prefill, HFChatBackend._step
+        prefill, step, share = HFChatBackend._prefill, HFChatBackend._step, HFChatBackend._share_prefixes
 
         def timed_prefill(backend: Any, prompts: list, *args: Any, **kwargs: Any) -> Any:
             start, run = time.process_time(), backend.prompt_tokens_run
@@ -67,6 +72,14 @@ class RolloutClock:
                             self.unique_prompt_tokens += 1
                         node = node[token]
 
+        def timed_share(backend: Any, *args: Any, **kwargs: Any) -> Any:
+            start, run = time.process_time(), backend.prompt_tokens_run
+            try:
+                return share(backend, *args, **kwargs)
+            finally:
+                self.prefill += time.process_time() - start
+                self.prompt_tokens_run += backend.prompt_tokens_run - run  # the shared prefixes, run once
+
         def timed_step(backend: Any, batch: Any, *args: Any, **kwargs: Any) -> Any:
             start = time.process_time()
             self.decode_tokens += len(batch.rows)
@@ -76,6 +89,7 @@ class RolloutClock:
                 self.decode += time.process_time() - start
 
         HFChatBackend._prefill, HFChatBackend._step = timed_prefill, timed_step  # type: ignore[method-assign]
+        HFChatBackend._share_prefixes = timed_share  # type: ignore[method-assign]
         self.backend_class = HFChatBackend
 
     def take(self) -> dict[str, float]:
@@ -133,12 +147,12 @@ def main(argv: list[str] | None = None) -> dict:
     results: dict[str, Any] = {"settings": vars(args), "envs": {}}
     for env_id in args.envs.split(","):
         trainers = {}
-        for arm, reuse in (("today", False), ("trunk_reuse", True)):
+        for arm, (reuse, share) in ARMS.items():
             config = TrainConfig(
                 env_id=env_id, budget=ENVS[env_id], env_kwargs={"split": "train"}, model=args.sft_folder,
                 max_turns_shown=2, history="actions", prompt="short", seed=args.seed, total_updates=args.updates,
                 tasks_per_update=2, group_size=8, max_new_tokens=10, micro_batch_size=8, lora_r=8, lora_layers=4,
-                learning_rate=2e-3, advantage="gigpo", trunk_reuse=reuse, eval_every=0, save_every=0,
+                learning_rate=2e-3, advantage="gigpo", trunk_reuse=reuse, share_prefix=share, eval_every=0, save_every=0,
                 torch_threads=1, output_dir=str(Path(args.work) / env_id / arm), progress_bar=False,
                 tensorboard=False)
             trainers[arm] = Trainer(config)
@@ -178,8 +192,8 @@ def _summary(rows: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
                             for part in (*PARTS, "prefill", "decode")}
         mean["loss_tokens"] = mean["prompt_tokens"] + mean["action_tokens"]  # every turn's prompt + reply
         arms[arm] = {"updates": updates, **mean}
-    first, second = arms["today"], arms["trunk_reuse"]
-    return {"arms": arms, "ratio_per_turn": first["cpu_seconds_per_turn"] / second["cpu_seconds_per_turn"]}
+    today = arms["today"]["cpu_seconds_per_turn"]
+    return {"arms": arms, "ratio_per_turn": {arm: today / arms[arm]["cpu_seconds_per_turn"] for arm in arms}}
 
 
 if __name__ == "__main__":

@@ -189,6 +189,22 @@ def test_the_smollm2_step_cost_table_shows_each_arm_and_its_ratios(tmp_path):
     assert "| 4 : 2 : short |" in table and "| 0.50 |" in table and "`python s`" in table
 
 
+def test_the_update_cost_table_shows_each_arm_its_parts_and_the_limit(tmp_path):
+    def arm(per_turn: float, run: int) -> dict:
+        return {"update_turns": 38.7, "cpu_seconds_per_turn": per_turn, "prompt_tokens_run": run,
+                "unique_prompt_tokens": 465, "limit_cpu_seconds_per_turn": 0.065, "share_of_limit": 0.065 / per_turn,
+                "per_turn": {"prefill": 0.192, "decode": 0.059, "forward": 0.307, "backward": 0.063}}
+    facts = {"provenance": {"command": "python u"}, "settings": {"updates": 3},
+             "envs": {"KeyDoor-v0": {"arms": {"today": arm(0.63, 2384), "shared_prefix": arm(0.315, 700)},
+                                     "ratio_per_turn": {"today": 1.0, "shared_prefix": 2.0}}}}
+    (tmp_path / "results.json").write_text(json.dumps(facts))
+    table = docs_tables.update_cost_table(tmp_path / "results.json")
+    assert "| KeyDoor-v0 | today | 38.7 | 0.630 | 0.192 | 0.059 | 0.307 | 0.063 | 2,384 / 465 | 1.00x | 0.065 | 10% |" \
+        in table
+    assert "| KeyDoor-v0 | shared_prefix | 38.7 | 0.315 |" in table and "| 700 / 465 | 2.00x |" in table
+    assert "`python u`" in table and "3 interleaved updates" in table
+
+
 def test_the_smollm2_rl_runs_table_shows_how_far_each_run_got(tmp_path):
     cpu = {f"cpu_{part}_seconds": value for part, value in
            (("rollout", 12.7), ("old_logprobs", 0.0), ("ref_logprobs", 0.0), ("forward", 7.7), ("backward", 1.6),

@@ -668,6 +668,30 @@ def smollm2_step_cost_table(path: Path | None = None) -> str:
     return "\n".join(lines)
 
 
+def update_cost_table(path: Path | None = None) -> str:
+    """Per env and arm of ``benchmarks/update_cost.py``: CPU seconds per turn, its parts, the prompt tokens the
+    rollout ran, and the machine's limit for the tokens an update must compute at least once."""
+    path = path or DATA / "update-cost" / "results.json"
+    if not path.is_file():
+        return "(no docs/data/update-cost/results.json yet)"
+    facts = json.loads(path.read_text(encoding="utf-8"))
+    parts = ("prefill", "decode", "forward", "backward")
+    lines = ["| env | arm | turns per update | CPU-s per turn | prefill | decode | loss forward | backward "
+             "| prompt tokens run / distinct | vs today | limit per turn | share of limit |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for env_id, summary in facts["envs"].items():
+        for name, arm in summary["arms"].items():
+            ratio = summary["ratio_per_turn"]
+            lines.append(f"| {env_id} | {name} | {arm['update_turns']:.1f} | {arm['cpu_seconds_per_turn']:.3f} | "
+                         + " | ".join(f"{arm['per_turn'][part]:.3f}" for part in parts)
+                         + f" | {arm['prompt_tokens_run']:,.0f} / {arm['unique_prompt_tokens']:,.0f} | "
+                         f"{ratio[name] if isinstance(ratio, dict) else float('nan'):.2f}x | "
+                         f"{arm['limit_cpu_seconds_per_turn']:.3f} | {arm['share_of_limit']:.0%} |")
+    lines += ["", _source_line(path, facts["provenance"]) + f" {facts['settings']['updates']} interleaved updates "
+                  "per arm, mean per update; the parts are CPU-s per turn."]
+    return "\n".join(lines)
+
+
 def smollm2_rl_runs_table(folder: Path | None = None, pattern: str = "rl-seed*/results.json") -> str:
     """Per GRPO run of ``benchmarks/smollm2_rl.py`` (``docs/data/smollm2-rl/rl-seed*/results.json``; the probes:
     ``pattern="probes/*/results.json"``): how far it got, its training success, its held-out curve and the mean
@@ -1314,6 +1338,7 @@ GENERATORS: dict[str, Generator] = {
     "smollm2-adapters": smollm2_adapters_table,
     "smollm2-table": smollm2_table,
     "smollm2-step-cost": smollm2_step_cost_table,
+    "update-cost": update_cost_table,
     "smollm2-rl-runs": smollm2_rl_runs_table,
     "smollm2-perf": smollm2_perf_table,
     "decode-attention-ab": decode_attention_ab_table,

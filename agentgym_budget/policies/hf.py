@@ -39,6 +39,15 @@ the tiny model on CPU it halves a decode step at batch 1 (0.50 vs 0.90 CPU-ms) a
 sixth at batch 32 (2.05 vs 2.49); the static layout run eagerly is no faster than the default
 one, so eager steps keep the default.  Where compiling fails it runs eagerly, with a warning.
 
+**Shared prefixes** (``share_prefix=True``, the default): prompts of one batch that begin with the same
+tokens — a group's episodes share the system message and the task — run that prefix once, at batch
+size 1, and its keys and values (and the hidden states ``keep_hidden_at`` keeps) are copied into each
+row, which then runs only its remainder, as a conversation's own reused prefix does (a prefix that
+at least two prompts share, or one computed for an earlier batch, kept by its tokens until the
+weights change).  The same tokens at the same positions under the same weights: the reply is the
+one a full run gives up to float rounding (a batch-1 pass and a batched one round apart; see
+``tests/test_shared_prefix.py`` for how far).
+
 **Append-only conversations** (``previous=`` in :meth:`HFChatBackend.complete`, what
 ``LLMPolicy(history="append")`` passes): a conversation continues from the exact ids of its last
 prompt and the reply sampled for it, followed by the ids that close that reply and open the new
@@ -85,6 +94,14 @@ __all__ = ["DECODE_ATTENTION", "HFChatBackend", "encode_conversation", "load_mod
 
 #: ``model=`` value that builds the tiny offline model instead of loading one.
 TINY = "tiny"
+
+#: Fewest tokens a prefix shared by several prompts must have to run on its own: a shorter one (a chat
+#: template's opening) saves less than the extra forward call costs.
+_MIN_SHARED_TOKENS = 16
+
+#: Shared prefixes kept between calls at most (least recently made dropped first): each holds every layer's keys
+#: and values of its tokens (SmolLM2, 1,000 tokens: 46 MB), and a batch's prompts share a few (one per task).
+_MAX_SHARED = 16
 
 #: Rows of a prefill run through the model together (rows ordered by new tokens): smaller groups run
 #: fewer pads but pay the model's per-call overhead more often.
@@ -207,6 +224,9 @@ class HFChatBackend:
             the CPU kernel's ``enable_gqa`` path took 2.4x the CPU, in float32 both cost the same
             and transformers' path keeps the trainer's numerics bit for bit
             (``benchmarks/decode_attention_ab.py``, docs/evaluation.md).
+        share_prefix: run a token prefix that several prompts of a batch share (or that an earlier
+            batch computed) once and copy its keys and values into each row (see the module
+            docstring); ``False`` runs each prompt's tokens in its own row.
         keep_hidden_at: a decoder layer's index: every completion also carries the hidden states
             that entered that layer for each token the model was fed — the prompt (a reused
             prefix's from the turn that computed it), then the reply but its last token —
@@ -219,7 +239,8 @@ class HFChatBackend:
 
     def __init__(self, model: Any, tokenizer: Any, *, max_prompt_tokens: int = 2048, name: str | None = None,
                  reuse_prefix: bool = True, max_cached: int = 64, compile: bool = False,
-                 decode_attention: str = "auto", keep_hidden_at: int | None = None) -> None:
+                 decode_attention: str = "auto", keep_hidden_at: int | None = None,
+                 share_prefix: bool = True) -> None:
         self._torch = require("torch", "llm", "the hf policy")
         if max_prompt_tokens < 1:
             raise ValueError(f"max_prompt_tokens must be >= 1, got {max_prompt_tokens}")
@@ -234,6 +255,8 @@ class HFChatBackend:
         self.reuses_prefixes = bool(reuse_prefix)
         self.max_cached = int(max_cached)
         self._prefixes: OrderedDict[Hashable, _Prefix] = OrderedDict()
+        self.shares_prefixes = bool(share_prefix)
+        self._shared: OrderedDict[tuple[int, ...], _Prefix] = OrderedDict()  # shared prefixes, by their tokens
         self._weights_version: int | None = None
         self.reused_tokens = self.prompt_tokens_run = 0  # how much of the prompts the cache spared
         self._static = bool(compile)  # the compiled step needs the static layout (BatchKVCache(static=True))
@@ -338,7 +361,10 @@ class HFChatBackend:
         Returns the replies, their tokens' log-probs and, per row, the hidden states kept
         (``keep_hidden_at``; else ``None``)."""
         device = next(self.model.parameters()).device
+        self._drop_if_weights_changed()
         reused = self._reusable(prompts, keys)
+        if self.shares_prefixes:
+            reused = self._share_prefixes(prompts, reused, device)
         capture = None
         if self.keep_hidden_at is not None:
             capture = _HiddenCapture(self.model.get_decoder().layers[self.keep_hidden_at], reused)
@@ -487,10 +513,6 @@ class HFChatBackend:
         """Per prompt, the kept prefix to reuse (cut to the longest common prefix; one new token at least)."""
         if keys is None:
             return [None] * len(prompts)
-        version = sum(p._version for p in self.model.parameters())  # LoRA: only the adapters change
-        if version != self._weights_version:  # an optimizer step changed the weights: nothing kept is valid
-            self._prefixes.clear()
-            self._weights_version = version
         reused: list[_Prefix | None] = []
         for key, prompt in zip(keys, prompts):
             kept = self._prefixes.get(key)
@@ -499,9 +521,77 @@ class HFChatBackend:
             if kept is None or common == 0 or (self.keep_hidden_at is not None and kept.hidden is None):
                 reused.append(None)
                 continue
-            reused.append(_Prefix(prompt[:common], [(k[:, :common], v[:, :common]) for k, v in kept.kv],
-                                  kept.hidden[:common] if kept.hidden is not None else None))
+            reused.append(_cut(kept, common))
         return reused
+
+    def _drop_if_weights_changed(self) -> None:
+        """Forget every kept prefix when an optimizer step has changed the weights (nothing kept is valid then)."""
+        version = sum(p._version for p in self.model.parameters())  # LoRA: only the adapters change
+        if version != self._weights_version:
+            self._prefixes.clear()
+            self._shared.clear()
+            self._weights_version = version
+
+    def _share_prefixes(self, prompts: list[list[int]], reused: list[_Prefix | None],
+                        device: Any) -> list[_Prefix | None]:
+        """Per prompt, the longer of its own reused prefix and the longest it shares with another prompt or a kept
+        shared prefix; each shared prefix runs once (:meth:`_shared_prefix`), the shorter first, so that a longer
+        one runs only the tokens it adds to a shorter one."""
+        in_batch = _shared_lengths(prompts)
+        out = list(reused)
+        for row in sorted(range(len(prompts)), key=lambda i: in_batch[i]):
+            prompt, mine = prompts[row], reused[row]
+            kept, kept_length = self._longest_shared(prompt, len(prompt) - 1)
+            length = max(in_batch[row], kept_length)
+            if length <= (len(mine.ids) if mine is not None else 0) or length < _MIN_SHARED_TOKENS:
+                continue
+            if kept is not None and length == kept_length:
+                out[row] = _cut(kept, length)
+            else:
+                out[row] = self._shared_prefix(prompt[:length], device)
+        return out
+
+    def _longest_shared(self, ids: list[int], most: int) -> tuple[_Prefix | None, int]:
+        """The kept shared prefix with the longest common prefix with ``ids`` (``most`` tokens at most), and that
+        length."""
+        best, length = None, 0
+        for kept in self._shared.values():
+            common = min(_common_prefix(kept.ids, ids), most)
+            if common > length:
+                best, length = kept, common
+        return best, length
+
+    def _shared_prefix(self, ids: list[int], device: Any) -> _Prefix:
+        """The keys, values (and kept hidden states) of ``ids`` at positions 0.., run at batch size 1 on top of the
+        longest kept shared prefix they begin with; kept for the next prompts that share them."""
+        torch = self._torch
+        base, start = self._longest_shared(ids, len(ids) - 1)
+        cache = BatchKVCache(len(ids), rows=1)
+        if base is not None:
+            for layer, (keys, values) in enumerate(base.kv):
+                cache.write(layer, keys[:, :start], values[:, :start], start=0, row=0)
+            cache.advance(start)
+        capture = None
+        if self.keep_hidden_at is not None:
+            capture = _HiddenCapture(self.model.get_decoder().layers[self.keep_hidden_at],
+                                     [_cut(base, start) if base is not None else None])
+        try:
+            self.model(input_ids=torch.tensor([ids[start:]], device=device),
+                       position_ids=torch.arange(start, len(ids), device=device)[None], use_cache=True,
+                       logits_to_keep=1, **{self._cache_arg: cache.model_cache(self.model.config.num_hidden_layers)})
+            if capture is not None:
+                capture.take_prefill([0], [len(ids) - start])
+        finally:
+            if capture is not None:
+                capture.close()
+        cache.advance(len(ids) - start)
+        self.prompt_tokens_run += len(ids) - start
+        kv = [(keys[0], values[0]) for keys, values in (cache.filled(layer) for layer in range(len(cache.keys)))]
+        prefix = _Prefix(list(ids), kv, capture.states(0) if capture is not None else None)
+        self._shared[tuple(ids)] = prefix
+        while len(self._shared) > _MAX_SHARED:
+            self._shared.popitem(last=False)
+        return prefix
 
     @staticmethod
     def _write_prefixes(cache: BatchKVCache, reused: list[_Prefix | None], ends: list[int]) -> None:
@@ -662,6 +752,29 @@ def _packed_decode_attention(module: Any, query: Any, key: Any, value: Any, atte
     grouped = query.reshape(rows, heads // groups, groups, dim)
     out = functional.scaled_dot_product_attention(grouped, key, value, attn_mask=attention_mask, scale=scaling)
     return out.reshape(rows, heads, 1, value.shape[-1]).transpose(1, 2).contiguous(), None
+
+
+def _cut(prefix: _Prefix, length: int) -> _Prefix:
+    """The first ``length`` tokens of ``prefix`` (views of its keys, values and hidden states)."""
+    return _Prefix(prefix.ids[:length], [(k[:, :length], v[:, :length]) for k, v in prefix.kv],
+                   prefix.hidden[:length] if prefix.hidden is not None else None)
+
+
+def _shared_lengths(prompts: Sequence[Sequence[int]]) -> list[int]:
+    """Per prompt, its longest common prefix with any other prompt, one token short of the prompt at most.
+
+    The longest one is with a neighbour in sorted order, so sorting once finds every prompt's.
+
+    Example:
+        >>> _shared_lengths([[1, 2, 3, 4], [5, 6], [1, 2, 9], [1, 2, 3, 4]])
+        [3, 0, 2, 3]
+    """
+    order = sorted(range(len(prompts)), key=lambda i: list(prompts[i]))
+    lengths = [0] * len(prompts)
+    for a, b in zip(order, order[1:]):
+        common = _common_prefix(prompts[a], prompts[b])
+        lengths[a], lengths[b] = max(lengths[a], common), max(lengths[b], common)
+    return [min(length, len(prompt) - 1) for length, prompt in zip(lengths, prompts)]
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

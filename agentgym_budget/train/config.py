@@ -196,6 +196,10 @@ class TrainConfig:
     token it fed, and every log-prob pass of the update (loss, old policy, reference) runs only the top
     layers on them, not the frozen trunk again (exact: the same layers on the same tokens; off with
     bf16 autocast, gradient checkpointing or FSDP); the states are held for one update only"""
+    share_prefix: bool = True
+    """the rollout runs a token prefix that several of its prompts share (a group's system message and task)
+    once and copies its keys and values (and trunk states) into each row; the same tokens at the same
+    positions, so the replies are today's up to float rounding (log-probs within 1e-5)"""
 
     # -- several processes (torchrun) -----------------------------------------------------
     distributed: str = "ddp"

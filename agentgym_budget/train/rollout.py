@@ -135,7 +135,7 @@ def training_policy(model: Any, tokenizer: Any, config: TrainConfig, temperature
     sampling = Sampling(temperature=config.temperature if temperature is None else temperature, top_p=config.top_p,
                         max_new_tokens=config.max_new_tokens)
     backend = HFChatBackend(model, tokenizer, max_prompt_tokens=config.max_prompt_tokens, name=f"lm({config.model})",
-                            keep_hidden_at=keep_hidden_at)
+                            keep_hidden_at=keep_hidden_at, share_prefix=config.share_prefix)
     return LLMPolicy(backend, sampling, **policy_options(config))
 
 
