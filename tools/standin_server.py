@@ -4,7 +4,8 @@ It lists the model names it was given at ``GET /v1/models`` and answers every
 ``POST /v1/chat/completions`` at once with ``Thought: ...`` / ``Action: <command>``, the command
 being the first one the last message lists (``Admissible commands: a, b`` or ``Available
 commands: a, b``), else ``look``; ``usage`` counts characters.  It accepts what verifiers' client
-sends (``"tool_calls": null``, ``max_completion_tokens``), which llama.cpp's server refuses.
+sends (``"tool_calls": null``, ``max_completion_tokens``), which llama.cpp's server refuses, and
+streams the reply as chunks when asked (``"stream": true``: verifiers v1 streams every model call).
 ``tests/test_docs_blocks.py`` runs the docs' served-model snippets against it: the snippet's code
 path (client, requests, replies, the env's loop) is exercised as written, in seconds; what a real
 model replies is not (``tools/llama_server.py`` serves a real one).
@@ -25,7 +26,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -45,12 +46,17 @@ def reply_text(messages: Sequence[dict[str, Any]]) -> str:
 
 
 class StandinServer:
-    """The stand-in server on 127.0.0.1 (``port=0``: a free one), in a thread, as a context manager."""
+    """The stand-in server on 127.0.0.1 (``port=0``: a free one), in a thread, as a context manager.
 
-    def __init__(self, models: Sequence[str], host: str = "127.0.0.1", port: int = 0) -> None:
+    ``reply``: what answers a conversation (its messages, as sent) — :func:`reply_text` unless given.
+    """
+
+    def __init__(self, models: Sequence[str], host: str = "127.0.0.1", port: int = 0,
+                 reply: Callable[[Sequence[dict[str, Any]]], str] | None = None) -> None:
         if not models:
             raise ValueError("StandinServer needs at least one model name to list")
         self.models = list(models)
+        self.reply = reply or reply_text
         self.requests = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((host, port), self._handler())
@@ -99,16 +105,35 @@ class StandinServer:
                 with server._lock:
                     server.requests += 1
                 messages = body.get("messages") or []
-                text = reply_text(messages)
+                text = server.reply(messages)
                 prompt = len(json.dumps(messages))
+                usage = {"prompt_tokens": prompt, "completion_tokens": len(text), "total_tokens": prompt + len(text)}
+                if body.get("stream"):
+                    self._stream(f"standin-{server.requests}", body["model"], text, usage)
+                    return
                 self._send(200, {
                     "id": f"standin-{server.requests}", "object": "chat.completion", "created": 0,
                     "model": body["model"],
                     "choices": [{"index": i, "finish_reason": "stop", "logprobs": None,
                                  "message": {"role": "assistant", "content": text}}
                                 for i in range(int(body.get("n") or 1))],
-                    "usage": {"prompt_tokens": prompt, "completion_tokens": len(text),
-                              "total_tokens": prompt + len(text)}})
+                    "usage": usage})
+
+            def _stream(self, ident: str, model: str, text: str, usage: dict[str, int]) -> None:
+                """The reply as chat-completion chunks (server-sent events), as ``stream: true`` asks."""
+                head = {"id": ident, "object": "chat.completion.chunk", "created": 0, "model": model}
+                chunks = [
+                    {**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": text},
+                                          "finish_reason": None}]},
+                    {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                    {**head, "choices": [], "usage": usage},
+                ]
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for chunk in chunks:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.write(b"data: [DONE]\n\n")
 
         return Handler
 

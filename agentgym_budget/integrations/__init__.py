@@ -12,6 +12,7 @@ budgeted episode held for APIs that are not Gymnasium's):
 
 * :mod:`agentgym_budget.integrations.trl_env` — TRL ``GRPOTrainer(environment_factory=...)`` (extra ``trl``).
 * :mod:`agentgym_budget.integrations.verifiers_env` — a verifiers ``MultiTurnEnv`` (extra ``verifiers``).
+* :mod:`agentgym_budget.integrations.verifiers_v1` — a verifiers v1 taskset and env (verifiers 0.4).
 * :mod:`agentgym_budget.integrations.skyrl` — SkyRL-gym ``BaseTextEnv`` and registry (extra ``skyrl``).
 * :mod:`agentgym_budget.integrations.openenv_env` — served over OpenEnv's HTTP/WebSocket server (extra ``openenv``).
 * :mod:`agentgym_budget.integrations.verl_agent_loop` — a verl agent loop (extra ``verl``, in a venv of its own);
