@@ -27,8 +27,8 @@ refuses (a budget that is no positive integer, an unknown task) is :class:`Inval
 (HTTP 400); a step before ``reset`` or after the episode ended is
 :class:`~agentgym_budget.integrations.session.EpisodeOver` (HTTP 409; over HTTP every ``/step``
 meets a fresh env, so the message points to the WebSocket session).  A malformed WebSocket
-message (not JSON, an unknown type, an action without ``command``) gets OpenEnv's error answer
-and the session plays on.  ``GET /state`` serves :class:`BudgetState` (OpenEnv's ``state_cls``),
+message (not JSON, not a JSON object, a binary frame, an unknown type, an action without
+``command``) gets a one-line error answer and the session plays on (:class:`JsonObjectMessages`).  ``GET /state`` serves :class:`BudgetState` (OpenEnv's ``state_cls``),
 budget fields included.  **Fault policy:** an env that raises in ``reset`` or ``step`` costs at most its episode,
 never the session: the session's fault policy (:mod:`~agentgym_budget.integrations.session`)
 replays the episode once in a fresh env (a one-off fault costs nothing; the observation's
@@ -104,7 +104,7 @@ OPENENV_VERSION = _require_openenv()
 from openenv.core import EnvClient  # noqa: E402
 from openenv.core.client_types import StepResult  # noqa: E402
 from openenv.core.env_server import Action, Environment, Observation, State, create_app  # noqa: E402
-from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata  # noqa: E402
+from openenv.core.env_server.types import ConcurrencyConfig, EnvironmentMetadata, WSErrorCode, WSErrorResponse  # noqa: E402
 from pydantic import Field  # noqa: E402
 
 __all__ = [
@@ -235,7 +235,51 @@ def make_openenv_app(env_id: str, budget: BudgetSpec | None = None, *, max_concu
                      state_cls=BudgetState)
     for error, status in ((InvalidRequest, 400), (EpisodeOver, 409), (EnvFault, 500)):
         app.add_exception_handler(error, _json_error(status))
+    app.add_middleware(JsonObjectMessages)
     return app
+
+
+class JsonObjectMessages:
+    """ASGI middleware: a WebSocket message that is not a JSON object (an array, a number, a binary frame)
+    gets OpenEnv's one-line error answer (``INVALID_JSON``) here and the session plays on.
+
+    Why: OpenEnv 0.10's ``/ws`` loop reads ``message.get("type")`` and ``receive_text()`` outside its
+    per-message error handling, so such a message ends the session (``'list' object has no attribute
+    'get'``).  Malformed JSON and bad actions OpenEnv answers itself, keeping the session.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "websocket":
+            return await self.app(scope, receive, send)
+
+        async def checked_receive() -> dict[str, Any]:
+            while True:
+                message = await receive()
+                problem = _not_a_json_object(message)
+                if problem is None:
+                    return message
+                answer = WSErrorResponse(data={"message": problem, "code": WSErrorCode.INVALID_JSON})
+                await send({"type": "websocket.send", "text": answer.model_dump_json()})
+
+        return await self.app(scope, checked_receive, send)
+
+
+def _not_a_json_object(message: dict[str, Any]) -> str | None:
+    """Why a received WebSocket ``message`` is no JSON object, or ``None`` (not JSON at all is OpenEnv's to answer)."""
+    if message["type"] != "websocket.receive":
+        return None
+    if message.get("text") is None:
+        return "a message must be text: a JSON object with a 'type' (reset, step, state, close)"
+    try:
+        value = json.loads(message["text"])
+    except json.JSONDecodeError:
+        return None
+    if isinstance(value, dict):
+        return None
+    return f"a message must be a JSON object with a 'type' (reset, step, state, close), got a JSON {type(value).__name__}"
 
 
 def _check_factory(env_id: str, factory: Any) -> None:
