@@ -137,3 +137,32 @@ def test_a_refused_setting_stops_the_server_with_one_line(monkeypatch) -> None:
     message = stopped.value.code  # printed to stderr as is, exit status 1
     assert isinstance(message, str) and "\n" not in message
     assert message.startswith("agentgym_budget_env: cannot serve 'KeyDoor-Budget-v0': ")
+
+
+@pytest.mark.parametrize("env_id", ["ALFWorld-Budget-v0", "TextWorld-Budget-v0", "WebShop-Budget-v0",
+                                    "ScienceWorld-Budget-v0", "KeyDoorRooms-Budget-v0"])
+def test_the_package_serves_each_env_family_under_its_budget(env_id) -> None:
+    from fastapi.testclient import TestClient
+
+    from agentgym_budget.integrations.openenv_env import app_from_environ
+
+    try:
+        app = app_from_environ({"AGENTGYM_ENV_ID": env_id, "AGENTGYM_MAX_SESSIONS": "1"})
+    except ValueError as error:  # the env's backend (an extra) is not installed here
+        if "Install it with: pip install 'agentgym-budget[" not in str(error):
+            raise
+        pytest.skip(str(error))
+    with TestClient(app).websocket_connect("/ws") as ws:
+        ws.send_json({"type": "reset", "data": {"seed": 0, "budget": 2}})
+        obs = ws.receive_json()["data"]["observation"]
+        assert (obs["budget"], obs["turns_left"], obs["terminated"], obs["truncated"]) == (2, 2, False, False)
+        for turns_left in (1, 0):
+            ws.send_json({"type": "step", "data": {"command": obs["admissible_commands"][0]}})
+            answer = ws.receive_json()["data"]
+            obs = answer["observation"]
+            if answer["done"]:
+                break
+            assert obs["turns_left"] == turns_left
+        assert answer["done"] and (obs["terminated"] or obs["truncated"]) and obs["terminated"] != obs["truncated"]
+        state = (ws.send_json({"type": "state"}), ws.receive_json())[1]["data"]
+        assert (state["env_id"], state["budget"]) == (env_id, 2)
