@@ -50,6 +50,18 @@ class TrackedEnv(gym.Wrapper):
         super().close()
 
 
+class Gate:
+    """Every session opens and resets, then waits here until the test has tried one session more."""
+
+    def __init__(self, sessions: int) -> None:
+        self.all_open = asyncio.Barrier(sessions + 1)  # + the test itself
+        self.go = asyncio.Event()
+
+    async def wait(self) -> None:
+        await self.all_open.wait()
+        await self.go.wait()
+
+
 def choose(seed: int, turn: int, commands: list[str]) -> str:
     """A fixed policy that wins, loses or runs out of budget depending on the seed."""
     return commands[(seed + turn) % len(commands)]
@@ -67,10 +79,10 @@ def local_episode(seed: int) -> list[tuple[str, bool, bool, int, int]]:
     return seen
 
 
-async def play(url: str, seed: int, all_connected: asyncio.Barrier) -> list[tuple[str, bool, bool, int, int]]:
+async def play(url: str, seed: int, gate: Gate) -> list[tuple[str, bool, bool, int, int]]:
     async with BudgetEnvClient(base_url=url) as client:
         result = await client.reset(seed=seed)
-        await all_connected.wait()
+        await gate.wait()
         seen = []
         while True:
             obs = result.observation
@@ -86,15 +98,15 @@ def ws_url(url: str) -> str:
 
 async def send(ws, message: str) -> dict:
     await ws.send(message)
-    return json.loads(await ws.recv())
+    return json.loads(await asyncio.wait_for(ws.recv(), timeout=60))
 
 
-async def malformed(url: str, all_connected: asyncio.Barrier) -> list[str]:
+async def malformed(url: str, gate: Gate) -> list[str]:
     """A session that sends malformed messages between good ones; returns the error messages it got."""
     async with websockets_client.connect(ws_url(url)) as ws:
         first = await send(ws, json.dumps({"type": "reset", "data": {"seed": 0, "budget": 3}}))
         assert first["type"] == "observation", first
-        await all_connected.wait()
+        await gate.wait()
         errors = []
         for bad in ("not json {", json.dumps({"type": "launch"}), json.dumps({"type": "step", "data": {"command": 5}}),
                     json.dumps({"type": "step", "data": {"cmd": "look"}}), json.dumps([1, 2]), b"\x00\x01"):
@@ -107,11 +119,11 @@ async def malformed(url: str, all_connected: asyncio.Barrier) -> list[str]:
         return errors
 
 
-async def dropped(url: str, all_connected: asyncio.Barrier) -> None:
+async def dropped(url: str, gate: Gate) -> None:
     """A client that vanishes mid-episode: the TCP connection is cut, no close message is sent."""
     ws = await websockets_client.connect(ws_url(url))
     await send(ws, json.dumps({"type": "reset", "data": {"seed": 1}}))
-    await all_connected.wait()
+    await gate.wait()
     await send(ws, json.dumps({"type": "step", "data": {"command": "look"}}))
     ws.transport.abort()
 
@@ -119,16 +131,17 @@ async def dropped(url: str, all_connected: asyncio.Barrier) -> None:
 async def refused(url: str) -> dict:
     """One session more than the server holds."""
     async with websockets_client.connect(ws_url(url)) as ws:
-        return json.loads(await ws.recv())
+        return json.loads(await asyncio.wait_for(ws.recv(), timeout=60))
 
 
 async def load(url: str) -> tuple[list, list, dict]:
-    all_connected = asyncio.Barrier(CAPACITY + 1)
-    players = [asyncio.create_task(play(url, seed, all_connected)) for seed in range(PLAYERS)]
-    bad = [asyncio.create_task(malformed(url, all_connected)) for _ in range(MALFORMED)]
-    drops = [asyncio.create_task(dropped(url, all_connected)) for _ in range(DROPPED)]
-    await asyncio.wait_for(all_connected.wait(), timeout=120)  # every session is open and reset
+    gate = Gate(CAPACITY)
+    players = [asyncio.create_task(play(url, seed, gate)) for seed in range(PLAYERS)]
+    bad = [asyncio.create_task(malformed(url, gate)) for _ in range(MALFORMED)]
+    drops = [asyncio.create_task(dropped(url, gate)) for _ in range(DROPPED)]
+    await asyncio.wait_for(gate.all_open.wait(), timeout=120)  # every session is open and reset
     over = await refused(url)
+    gate.go.set()
     results = await asyncio.wait_for(asyncio.gather(*players, *bad, *drops), timeout=300)
     return results[:PLAYERS], results[PLAYERS:PLAYERS + MALFORMED], over
 
