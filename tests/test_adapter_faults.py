@@ -179,7 +179,7 @@ def test_skyrl_a_failed_init_ends_the_trajectory_at_its_first_step(faults) -> No
 
 
 def test_openenv_a_one_off_fault_costs_nothing_a_lasting_one_its_episode_not_the_session(faults) -> None:
-    pytest.importorskip("openenv.core", reason="needs the openenv extra")
+    pytest.importorskip("agentgym_budget.integrations.openenv_env", reason="needs openenv 0.10 (the openenv extra)", exc_type=ImportError)
     from agentgym_budget.integrations.openenv_env import BudgetEnvClient, TextAction, serve
 
     faults.seeds, faults.turn, faults.budget = {9}, 2, 1

@@ -111,7 +111,7 @@ def test_skyrl_metadata_and_aggregated_metrics() -> None:
 
 
 def test_openenv_observation_through_its_server_and_client() -> None:
-    pytest.importorskip("openenv.core", reason="needs the openenv extra")
+    pytest.importorskip("agentgym_budget.integrations.openenv_env", reason="needs openenv 0.10 (the openenv extra)", exc_type=ImportError)
     from agentgym_budget.integrations.openenv_env import BudgetEnvClient, TextAction, serve
 
     with serve(ENV_ID, budget="mix:1,2") as url, BudgetEnvClient(base_url=url).sync() as client:

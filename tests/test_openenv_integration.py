@@ -11,7 +11,7 @@ import time
 import gymnasium as gym
 import pytest
 
-pytest.importorskip("openenv.core", reason="needs the openenv extra")
+pytest.importorskip("agentgym_budget.integrations.openenv_env", reason="needs openenv 0.10 (the openenv extra)", exc_type=ImportError)
 
 import agentgym_budget  # noqa: E402,F401
 from agentgym_budget.integrations.openenv_env import BudgetEnvClient, TextAction, serve  # noqa: E402
@@ -124,8 +124,8 @@ sys.stdin.read()  # wait to be killed
 
 
 def test_a_client_that_dies_mid_episode_does_not_leak_its_env() -> None:
-    LiveEnvs.open, LiveEnvs.made = 0, 0
     with serve("KeyDoor-Budget-v0", budget=4, wrappers=[LiveEnvs], max_concurrent_envs=1) as url:
+        LiveEnvs.open, LiveEnvs.made = 0, 0  # not counting the env the app checked its settings with (closed)
         child = subprocess.Popen([sys.executable, "-c", CLIENT_THAT_DIES, url], stdin=subprocess.PIPE,
                                  stdout=subprocess.PIPE, text=True)
         try:

@@ -237,7 +237,7 @@ def test_a_bad_few_shot_env_is_a_one_line_error_in_the_adapters():
 
 
 def test_openenv_observation_carries_the_policy_turn(reference):
-    pytest.importorskip("openenv")
+    pytest.importorskip("agentgym_budget.integrations.openenv_env", reason="needs openenv 0.10 (the openenv extra)", exc_type=ImportError)
     from agentgym_budget.integrations.openenv_env import BudgetEnvironment, TextAction
 
     env = BudgetEnvironment(ENV_ID, budget=BUDGET, show_budget=True)

@@ -1,0 +1,1 @@
+"""The server of the agentgym-budget OpenEnv environment (``server.app:app``)."""
