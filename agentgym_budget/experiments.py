@@ -367,6 +367,7 @@ def sweep(study: Study, out: Path, seeds: Sequence[int] | None = None, arms: Seq
                             {name: finished[f"{name} (before RL)"] for name in study.baselines})
     if sft_summary is not None:
         figures["sft"] = {key: sft_summary.get(key) for key in SFT_SUMMARY_KEYS}
+        figures["cpu_seconds"] += float(sft_summary.get("cpu_seconds") or 0.0)
     figures = {"provenance": {**started, "load_average_end": [round(x, 2) for x in os.getloadavg()]}, **figures,
                "wall_seconds": time.perf_counter() - start}
     out.mkdir(parents=True, exist_ok=True)
@@ -470,7 +471,8 @@ def study_figures(study: Study, out: Path, runs: list[PlannedRun], finished: dic
     """The study's results: per-seed held-out Pass@(1,T), means with t-CIs over seeds and the paired
     comparisons at K = 1 (``pass1``/``paired``: the format tools/docs_tables.py reads), the same at every
     (K, T) (``pass_kt``/``paired_kt``), the behaviour metrics of every arm over seeds (``behaviour``), the
-    rows before RL with the evaluator's bootstrap CI over tasks (``baselines``) and, with an SFT row, each
+    rows before RL with the evaluator's bootstrap CI over tasks (``baselines``), the CPU-s of every run they
+    come from (``cpu_seconds``: the SFT start, the rows and the arms) and, with an SFT row, each
     arm's behaviour minus the SFT start's, paired over seeds (``behaviour_vs_sft``: the SFT row is one
     evaluation, so that CI is the RL seeds' spread only)."""
     from agentgym_budget.eval import PassKTResult, aggregate_results
@@ -513,7 +515,7 @@ def study_figures(study: Study, out: Path, runs: list[PlannedRun], finished: dic
                "arms": {arm: {key: getattr(config, key) for key in keys} for arm, config in configs.items()},
                "per_seed": per_seed, "pass1": pass1, "paired": paired, "pass_kt": pass_kt, "paired_kt": paired_kt,
                "behaviour": behaviour,
-               "cpu_seconds": sum(run["cpu_seconds"] for run in finished.values())}
+               "cpu_seconds": sum(run["cpu_seconds"] for run in [*finished.values(), *(baselines or {}).values()])}
     if baselines:
         rows = {name: PassKTResult.load(out / "baselines" / name / "held_out_eval") for name in baselines}
         figures["baselines"] = {name: {"model": record["model"], "cpu_seconds": record["cpu_seconds"],

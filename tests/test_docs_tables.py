@@ -415,7 +415,7 @@ def test_the_sweep_study_tables_show_rows_before_rl_arms_over_seeds_and_paired_d
     assert "| SFT start | – | 40.0 [30.0, 50.0] | – |" in table
     assert "| RL `mix:4,8` | 2 | 50.0 [25.0, 75.0] | – |" in table
     assert "| mix − fixed8 (points) | 2 | +20.0 [+10.0, +30.0]* | – |" in table
-    assert "8 held-out tasks x 4 attempts; 2.0 CPU-minutes" in table
+    assert "8 held-out tasks x 4 attempts; 2.0 CPU-minutes over the runs (SFT start, rows and arms)" in table
     behaviour = docs_tables.sweep_behaviour_table(path)
     assert "| SFT start | – | 60.0 | n/a | n/a | n/a | n/a | 1.25 |" in behaviour
     assert "| RL `mix:4,8` − SFT start | 2 | -10.0 [-20.0, +0.0] | n/a" in behaviour

@@ -1246,7 +1246,7 @@ def sweep_study_table(path: Path, cells: tuple[tuple[int, int], ...]) -> str:
     over tasks), then each arm over its seeds (mean, 95 % t-CI over seeds), then the paired differences of
     ``[[compare]]`` (95 % paired bootstrap CI over seeds; * excludes 0), from ``agentgym-budget sweep --results``."""
     if not path.exists():
-        return f"(no results file {path.name} under {path.parent} yet)"
+        return f"(no results file {_shown(path)} yet)"
     report = json.loads(path.read_text(encoding="utf-8"))
     names = " | ".join(f"Pass@({k},{t})" for k, t in cells)
     rows = [f"| row | seeds | {names} |", "|---|---|" + "---|" * len(cells)]
@@ -1266,7 +1266,7 @@ def sweep_study_table(path: Path, cells: tuple[tuple[int, int], ...]) -> str:
             + ("*" if d.get("significant") else "") for d in diffs) + " |")
     source = report["provenance"]
     rows += ["", _source_line(path, source) + f" {report['eval_tasks']} held-out tasks x {report['eval_attempts']} "
-             f"attempts; {report['cpu_seconds'] / 60:.1f} CPU-minutes over the runs."]
+             f"attempts; {report['cpu_seconds'] / 60:.1f} CPU-minutes over the runs (SFT start, rows and arms)."]
     return "\n".join(rows)
 
 
@@ -1275,7 +1275,7 @@ def sweep_behaviour_table(path: Path, metrics: tuple[tuple[str, str], ...] = _RO
     95 % t-CI over seeds), then each arm minus the SFT start, paired over seeds (the SFT row is one evaluation,
     so that CI holds the RL seeds' spread only)."""
     if not path.exists():
-        return f"(no results file {path.name} under {path.parent} yet)"
+        return f"(no results file {_shown(path)} yet)"
     report = json.loads(path.read_text(encoding="utf-8"))
     titles = " | ".join(title for _, title in metrics)
     rows = [f"| row | seeds | {titles} |", "|---|---|" + "---|" * len(metrics)]
@@ -1291,6 +1291,11 @@ def sweep_behaviour_table(path: Path, metrics: tuple[tuple[str, str], ...] = _RO
                     + " | ".join(_behaviour_diff(by_metric.get(key), key) for key, _ in metrics) + " |")
     rows += ["", "Rates in points (errors per episode as a count). " + _source_line(path, report["provenance"])]
     return "\n".join(rows)
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the checkout (a file outside it, as in the tests, by its name)."""
+    return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
 
 
 def _behaviour_cell(cell: dict[str, Any] | None, key: str) -> str:

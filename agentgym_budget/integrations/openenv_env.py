@@ -286,7 +286,7 @@ def _check_factory(env_id: str, factory: Any) -> None:
     try:
         factory().close()
     except Exception as error:  # whatever the env's constructor refuses, said in one line
-        raise ValueError(f"cannot serve {env_id!r}: {_one_line(error)}") from None
+        raise ValueError(f"cannot serve {env_id!r}: {error_line(error, 300)}") from None
 
 
 #: The settings :func:`app_from_environ` reads: environment variable -> (what it sets, default).
