@@ -501,8 +501,7 @@ def alfworld_difficulty_table() -> str:
 def _source_line(path: Path, source: dict[str, Any]) -> str:
     """``From `FILE`: `command` at commit `...`, load average ... on N CPUs, time.`` (FILE relative to the checkout;
     a file outside it, as in the tests, by its name)."""
-    shown = path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
-    return (f"From `{shown}`: `{source.get('command', '?')}` at commit "
+    return (f"From `{_shown(path)}`: `{source.get('command', '?')}` at commit "
             f"`{str(source.get('commit', '?'))[:10]}`{' (uncommitted changes)' if source.get('dirty') else ''}, "
             f"load average {_load(source)} on {source.get('cpus', '?')} CPUs, {source.get('utc', '?')}.")
 
@@ -1281,8 +1280,7 @@ def sweep_behaviour_table(path: Path, metrics: tuple[tuple[str, str], ...] = _RO
     rows = [f"| row | seeds | {titles} |", "|---|---|" + "---|" * len(metrics)]
     for name, row in report.get("baselines", {}).items():
         rows.append(f"| {_BASELINE_NAMES.get(name, name)} | – | " + " | ".join(
-            "n/a" if row["behaviour"].get(key) is None else f"{100 * row['behaviour'][key]:.1f}"
-            if key != "errors_per_episode" else f"{row['behaviour'][key]:.2f}" for key, _ in metrics) + " |")
+            _behaviour_text(key, row["behaviour"].get(key)) for key, _ in metrics) + " |")
     for arm, by_metric in report.get("behaviour", {}).items():
         rows.append(f"| RL `{report['arms'][arm]['budget']}` | {len(report['per_seed'][arm])} | " + " | ".join(
             _behaviour_cell(by_metric.get(key), key) for key, _ in metrics) + " |")
@@ -1299,19 +1297,27 @@ def _shown(path: Path) -> str:
 
 
 def _behaviour_cell(cell: dict[str, Any] | None, key: str) -> str:
-    if cell is None or cell["mean"] is None:
-        return "n/a"
-    scale, digits = (1, 2) if key == "errors_per_episode" else (100, 1)
-    ci = "" if cell["ci_low"] is None else f" [{scale * cell['ci_low']:.{digits}f}, {scale * cell['ci_high']:.{digits}f}]"
-    return f"{scale * cell['mean']:.{digits}f}{ci}"
+    """An arm's metric over seeds: its mean [t-CI]."""
+    return "n/a" if cell is None else _behaviour_text(key, cell["mean"], cell["ci_low"], cell["ci_high"])
 
 
 def _behaviour_diff(cell: dict[str, Any] | None, key: str) -> str:
-    if cell is None or cell["diff"] is None:
+    """An arm minus the SFT start: the difference [paired CI], * where it excludes 0."""
+    if cell is None:
+        return "n/a"
+    text = _behaviour_text(key, cell["diff"], cell["ci_low"], cell["ci_high"], signed=True)
+    return text + ("*" if cell.get("significant") else "")
+
+
+def _behaviour_text(key: str, value: float | None, low: float | None = None, high: float | None = None,
+                    signed: bool = False) -> str:
+    """A behaviour metric in points (errors per episode as a count), with its CI when known."""
+    if value is None:
         return "n/a"
     scale, digits = (1, 2) if key == "errors_per_episode" else (100, 1)
-    ci = "" if cell["ci_low"] is None else f" [{scale * cell['ci_low']:+.{digits}f}, {scale * cell['ci_high']:+.{digits}f}]"
-    return f"{scale * cell['diff']:+.{digits}f}{ci}{'*' if cell.get('significant') else ''}"
+    spec = f"{'+' if signed else ''}.{digits}f"
+    ci = "" if low is None or high is None else f" [{scale * low:{spec}}, {scale * high:{spec}}]"
+    return f"{scale * value:{spec}}{ci}"
 
 
 #: The SmolLM2 KeyDoorRooms study's results file and the cells its table shows.
