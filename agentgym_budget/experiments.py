@@ -312,13 +312,6 @@ def run_state(folder: Path, settings: dict[str, Any], finished_marker: str = "he
     return None, "resume"
 
 
-def recorded_run(folder: Path, settings: dict[str, Any]) -> tuple[dict[str, Any] | None, bool]:
-    """``(run, stale)``: the run recorded in ``folder/run.json`` when its settings match, else ``None``;
-    ``stale`` when its folder holds another run (it is retrained, and said so)."""
-    record, state = run_state(folder, settings)
-    return record, state == "retrain"
-
-
 _STATE_TEXT = {"reuse": "reuse (finished)", "resume": "resume (interrupted)", "retrain": "retrain (settings changed)",
                "new": "train"}
 
@@ -436,6 +429,7 @@ def _execute(study: Study, jobs: list[_Job], echo: Any) -> dict[str, dict[str, A
                 futures.append((job, None))
                 continue
             if job.state == "retrain":
+                echo(f"{job.label}: removing {job.folder} (a run recorded with other settings, or files no run recorded)")
                 shutil.rmtree(job.folder, ignore_errors=True)
             job.folder.mkdir(parents=True, exist_ok=True)  # recorded as started: interrupted, it resumes
             (job.folder / "run.json").write_text(json.dumps({"settings": job.settings}, indent=1))

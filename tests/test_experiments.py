@@ -164,7 +164,9 @@ def test_an_interrupted_run_resumes_and_files_without_a_record_are_replaced(tmp_
     plan = {line.split("  ")[0].strip(): line for line in capsys.readouterr().out.splitlines()}
     assert "resume (interrupted)" in plan["fixed:2 seed 0"] and "retrain (settings changed)" in plan["fixed:2 seed 1"]
     assert main(["sweep", str(path), "--out", str(out), "--arms", "fixed:2"]) == 0
-    assert "(resumed)" in capsys.readouterr().out and not (stray.folder(out) / "leftover.txt").exists()
+    printed = capsys.readouterr().out
+    assert "(resumed)" in printed and not (stray.folder(out) / "leftover.txt").exists()
+    assert f"fixed:2 seed 1: removing {stray.folder(out)}" in printed
 
 
 def test_a_tiny_study_runs_end_to_end_then_is_reused_and_a_changed_setting_retrained(tmp_path, capsys):
