@@ -23,7 +23,7 @@ Run (KeyDoor: about a CPU-minute for two seeds; ALFWorld: about 5 CPU-minutes, n
     python benchmarks/action_rewrites.py --env ALFWorld-v0 --episodes 64 --budget fixed:10 --max-new-tokens 24
 
 ``--json-out FILE`` writes the counts per seed with the command, commit and machine load
-(``benchmarks/provenance.py``); docs/evaluation.md's table is generated from that file.
+(``benchmarks/provenance.py``); the table in experiments/action_rewrites/README.md is generated from that file.
 """
 
 from __future__ import annotations

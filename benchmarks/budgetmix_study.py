@@ -2,7 +2,7 @@
 
 The BudgetMix study itself is now data run by the sweep runner (``agentgym-budget sweep
 experiments/budgetmix/study.toml``); this script stays for the process-reward study's commands
-(docs/trainer.md) until that study moves to experiments/ too.
+(experiments/process_reward/README.md) until that study moves to experiments/ too.
 
 Every arm is the documented smoke run (:func:`agentgym_budget.train.keydoor_smoke_config`: the
 tiny offline model, format warm-up, GRPO on KeyDoor's ``train`` set-ups, 200 updates x 64

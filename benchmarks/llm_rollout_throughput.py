@@ -31,8 +31,8 @@ Run:
     python benchmarks/llm_rollout_throughput.py --compile --skip-served   # eager and compiled decode step
 
 ``--json-out FILE`` writes the local rows' figures (per format, eager/compiled, batch 1 and N) with the
-command, commit and machine load (``benchmarks/provenance.py``); docs/evaluation.md's table of issue
-29's targets is generated from that file.
+command, commit and machine load (``benchmarks/provenance.py``); the targets table in
+experiments/rollout_speed/README.md is generated from that file.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ Issue 35's performance table, in one run (one process, the same machine state fo
    per request, the client's latency minus the ``timings`` the server reports for it
    (``prompt_ms + predicted_ms``), as a share of the latency.  The binary is built from the
    ``vendor/llama.cpp`` of the same llama-cpp-python sdist the ``serve-test`` extra installs
-   (``--llama-server``; how to build it: ``docs/evaluation.md``, "A real model on this CPU").
+   (``--llama-server``; how to build it: ``experiments/rollout_speed/README.md``).
    Without it the served rows are skipped, saying so.  (llama-cpp-python's own Python server
    answers one request at a time, so it is not the comparison.)
 

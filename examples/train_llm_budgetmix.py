@@ -4,7 +4,7 @@ Every :class:`~agentgym_budget.train.TrainConfig` field is a flag (``--help`` li
 
     # CPU smoke run (agentgym_budget.train.keydoor_smoke_config): the offline tiny model on KeyDoor's
     # training set-ups, BudgetMix over 2..6 turns, evaluated on held-out set-ups; measured over 10 seeds
-    # in docs/trainer.md (benchmarks/learning_check.py), about 3 CPU-minutes a seed
+    # in experiments/learning_check/README.md (benchmarks/learning_check.py), about 3 CPU-minutes a seed
     python examples/train_llm_budgetmix.py --env-id KeyDoor-v0 --env-kwargs '{"split": "train"}' \\
         --budget mix:2,3,4,6 --total-updates 200 --tasks-per-update 16 --group-size 4 --update-epochs 2 \\
         --minibatches 2 --max-new-tokens 12 --eval-every 50 --eval-tasks 40 --eval-attempts 2 --eval-ks 1,2 \\

@@ -144,7 +144,7 @@ def test_household_env_loop_runs_and_is_deterministic_for_a_seed(tmp_path):
 
 
 #: Seeds of the slow learning test, three that learned in the committed learning check
-#: (docs/data/learning-check/, docs/trainer.md gives the whole distribution: seed 1 is one that does not).
+#: (docs/data/learning-check/, experiments/learning_check/README.md gives the whole distribution: seed 1 is one that does not).
 LEARNING_TEST_SEEDS = (0, 2, 3)
 
 

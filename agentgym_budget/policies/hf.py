@@ -216,14 +216,14 @@ class HFChatBackend:
             used dropped first; at least twice the largest batch seen).
         compile: run the decode step (one token per row) through ``torch.compile`` (inductor)
             with the cache's static layout (see the module docstring), eager with a warning
-            where compiling fails (docs/evaluation.md, "LLM rollouts", has the figures).
+            where compiling fails (experiments/rollout_speed/README.md has the figures).
         decode_attention: how a decode step's one-token query meets the keys and values when its
             query heads share key-value heads: ``"grouped"`` (one attention call per key-value
             head's group), ``"transformers"`` (transformers' own ``sdpa`` call, ``enable_gqa``), or
             ``"auto"``: grouped when compiled or when the weights are not float32 — in bfloat16
             the CPU kernel's ``enable_gqa`` path took 2.4x the CPU, in float32 both cost the same
             and transformers' path keeps the trainer's numerics bit for bit
-            (``benchmarks/decode_attention_ab.py``, docs/evaluation.md).
+            (``benchmarks/decode_attention_ab.py``, experiments/rollout_speed/README.md).
         share_prefix: run a token prefix that several prompts of a batch share (or that an earlier
             batch computed) once and copy its keys and values into each row (see the module
             docstring); ``False`` runs each prompt's tokens in its own row.

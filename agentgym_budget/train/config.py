@@ -42,7 +42,7 @@ __all__ = ["PROCESS_NORMS", "SFTConfig", "TrainConfig", "add_config_arguments", 
            "keydoor_smoke_config"]
 
 #: ``None`` defaults resolved by the model: ``(for "tiny", for any other model)``.  The tiny values
-#: are those of ``benchmarks/learning_check.py`` (docs/trainer.md, "Measured here").
+#: are those of ``benchmarks/learning_check.py`` (experiments/learning_check/README.md).
 _MODEL_DEFAULTS: dict[str, tuple[Any, Any]] = {
     "format_warmup_steps": (400, 0),
     "learning_rate": (1e-3, 1e-5),

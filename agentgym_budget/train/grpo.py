@@ -27,13 +27,13 @@ potential, which would pay a loss as much as a win and give back every invalid-a
 penalty on the last turn).  **Loss rule:** in an episode the env ended without a win, the
 losing turn earns no progress (its reward is capped at 0) and the episode's process return
 ``G_i,1`` is capped at 0, so a loss never scores above a timeout with the same progress,
-nor above a timeout without progress.  **Group normalisation** (issue 40): without it
+nor above a timeout without progress.  **Group normalisation** (experiments/process_reward/README.md): without it
 (``norm="none"``) the process credit has no baseline — in a group without a win (zero outcome
 advantage) every turn followed by progress, invalid ones included, is pushed up, and the longer
 an episode dithers before progressing the more turns are credited; normalised, a turn's reward
 counts relative to the group's mean per-turn progress, so dithering turns are charged and a
 group whose turns all progressed alike gets no process credit.  The returns-to-go of those
-normalised rewards are then standardised over the group's turns (issue 40, KeyDoorRooms): a
+normalised rewards are then standardised over the group's turns (the process-reward study, KeyDoorRooms): a
 return-to-go counts every reward after its turn, so the negative rewards at the episodes' ends
 were counted once per earlier turn and the credit averaged well below 0 — it pushed down nearly
 every sampled turn; standardised, it only moves credit between the group's turns.
@@ -161,7 +161,7 @@ def turn_credits(episodes: Sequence[Episode], group_size: int, gamma: float = 1.
     then standardises those returns-to-go over all turns of the group, ``(G - mean) / (std + eps)``,
     so that the process credit of every group has mean 0 and spread 1 over its turns, like the
     outcome advantage over its episodes: it moves credit between turns but cannot push a whole
-    group's turns down (or up), and ``c`` is a share of one spread.  Why (issue 40): a return-to-go
+    group's turns down (or up), and ``c`` is a share of one spread.  Why (the process-reward study): a return-to-go
     over zero-mean rewards is not zero-mean — turn ``t`` counts every reward after it, so what
     comes at the episodes' ends (a loss's forfeit, turns stalled at the doors, a timeout's idle
     turns) is counted once per earlier turn; on KeyDoorRooms the ``rewards`` credit averaged

@@ -41,8 +41,8 @@ Two forms:
   decrease, +1 per new subgoal, -1 per invalid action, ``f``): denser, but it can change the
   optimal policy (e.g. the agent may prefer collecting subgoals to finishing).
 
-**When each signal is safe, and what it measured here** (issue 40; docs/trainer.md, "Process
-reward: what collapsed training"):
+**When each signal is safe, and what it measured here** (experiments/process_reward/README.md,
+"What collapsed training"):
 
 * ``expert_progress`` — safe when the backend's expert plan is a shortest path to the *goal*
   and ``info["won"]`` marks the win (then the winning turn is paid, ``Φ = 0``; before this fix the
@@ -147,7 +147,7 @@ class ExpertProgress:
 
     A won game has no plan left, whatever ``expert_plan`` still lists: the toy envs keep the plan
     of their final state (``["open red door"]`` after opening it), so without this the winning
-    turn earned no progress — the same 0 as opening the wrong door (issue 40's trace).
+    turn earned no progress — the same 0 as opening the wrong door (the study's KeyDoorRooms trace).
     """
 
     def reset(self, obs: Any, info: dict[str, Any]) -> float:
