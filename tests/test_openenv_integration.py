@@ -6,7 +6,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 
 import gymnasium as gym
 import pytest
@@ -16,6 +15,7 @@ pytest.importorskip("agentgym_budget.integrations.openenv_env", reason="needs op
 import agentgym_budget  # noqa: E402,F401
 from agentgym_budget.integrations.openenv_env import BudgetEnvClient, TextAction, serve  # noqa: E402
 from agentgym_budget.integrations.session import BudgetSession  # noqa: E402
+from polling import wait_until  # noqa: E402
 
 
 class LiveEnvs(gym.Wrapper):
@@ -35,15 +35,6 @@ class LiveEnvs(gym.Wrapper):
         with LiveEnvs.lock:
             LiveEnvs.open -= 1
         super().close()
-
-
-def wait_until(condition, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def test_reset_step_close_and_how_the_episode_ends() -> None:

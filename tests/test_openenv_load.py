@@ -12,7 +12,6 @@ import asyncio
 import gc
 import json
 import threading
-import time
 import weakref
 
 import gymnasium as gym
@@ -25,6 +24,7 @@ websockets_client = pytest.importorskip("websockets.asyncio.client", reason="ope
 import agentgym_budget  # noqa: E402,F401
 from agentgym_budget.integrations.openenv_env import BudgetEnvClient, TextAction, serve  # noqa: E402
 from agentgym_budget.integrations.session import BudgetSession  # noqa: E402
+from polling import wait_until  # noqa: E402
 
 ENV_ID, BUDGET = "KeyDoor-Budget-v0", "mix:2,3,4"
 PLAYERS, MALFORMED, DROPPED = 64, 4, 4
@@ -146,15 +146,6 @@ async def load(url: str) -> tuple[list, list, dict]:
     return results[:PLAYERS], results[PLAYERS:PLAYERS + MALFORMED], over
 
 
-def wait_until(condition, timeout: float = 30.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
 def test_64_sessions_at_once_play_to_the_end_bounded_freed_and_robust_to_malformed_messages() -> None:
     expected = [local_episode(seed) for seed in range(PLAYERS)]
     with serve(ENV_ID, budget=BUDGET, wrappers=[TrackedEnv], max_concurrent_envs=CAPACITY) as url:
@@ -178,8 +169,8 @@ def test_64_sessions_at_once_play_to_the_end_bounded_freed_and_robust_to_malform
             assert messages[4].endswith("got a JSON list") and messages[5].startswith("a message must be text")
 
         # closed and dropped sessions alike: their envs closed, and no longer referenced by the server
-        assert wait_until(lambda: TrackedEnv.open == 0), f"{TrackedEnv.open} envs still open"
-        assert wait_until(lambda: gc.collect() >= 0 and len(TrackedEnv.alive) == 0), \
+        assert wait_until(lambda: TrackedEnv.open == 0, timeout=30.0), f"{TrackedEnv.open} envs still open"
+        assert wait_until(lambda: gc.collect() >= 0 and len(TrackedEnv.alive) == 0, timeout=30.0), \
             f"{len(TrackedEnv.alive)} envs still referenced"
 
         # the freed slots are usable: as many sessions at once again
@@ -192,4 +183,4 @@ def test_64_sessions_at_once_play_to_the_end_bounded_freed_and_robust_to_malform
                 await asyncio.gather(*(c.close() for c in clients))
 
         assert len(asyncio.run(refill())) == CAPACITY
-        assert wait_until(lambda: TrackedEnv.open == 0)
+        assert wait_until(lambda: TrackedEnv.open == 0, timeout=30.0)
