@@ -196,14 +196,14 @@ def evaluate_model(model: str, result_dir: str, eval_tasks: int, eval_attempts: 
     from agentgym_budget.eval import evaluate
     from agentgym_budget.train.config import TrainConfig
     from agentgym_budget.train.rollout import training_policy
-    from agentgym_budget.train.sft import load_for_training
+    from agentgym_budget.train.sft import load_for_training, training_device
 
     start_cpu, start_wall = time.process_time(), time.perf_counter()
     config = TrainConfig(**{**overrides, "model": model})
     if config.torch_threads is not None:
         torch.set_num_threads(config.torch_threads)
     settings = held_out_settings(config, eval_tasks, eval_attempts, eval_ts, eval_settings)
-    loaded, tokenizer = load_for_training(model, config, "cpu" if config.device == "auto" else config.device)
+    loaded, tokenizer = load_for_training(model, config, training_device(config.device))
     policy = training_policy(loaded.eval(), tokenizer, config, temperature=config.eval_temperature)
     with torch.no_grad():
         result = evaluate(budget_env_id(config.env_id) or config.env_id, policy, **settings, out=result_dir,

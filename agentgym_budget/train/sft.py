@@ -162,6 +162,11 @@ def format_warmup(model: Any, tokenizer: Any, config: TrainConfig, steps: int = 
     return supervised_steps(model, tokenizer, samples, steps, batch_size, learning_rate, seed=config.seed)
 
 
+def training_device(device: str) -> str:
+    """``device`` as the trainer reads it: ``"auto"`` is CUDA where there is one, else the CPU."""
+    return ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+
+
 def load_for_training(name: str, config: TrainConfig, device: torch.device | str,
                       format_warmup_steps: int = 0) -> tuple[Any, Any]:
     """The model and tokenizer ready to train: :func:`~agentgym_budget.policies.hf.load_model_and_tokenizer`
@@ -241,7 +246,7 @@ def sft(config: SFTConfig) -> dict[str, Any]:
         torch.set_num_threads(config.torch_threads)
     trainer_config = config.training_config()
     played = demonstrations(trainer_config, config.source, config.episodes, config.seed)  # refuses an eval split
-    device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device
+    device = training_device(config.device)
     model, tokenizer = load_for_training(config.model, trainer_config, device)
     if config.lora_r:
         model = with_lora(model, config, None)
